@@ -1,0 +1,91 @@
+"""One structured model call: render the prompt, ask for JSON, validate it, count it.
+
+A reply that is not valid JSON for the schema raises ``ModelReplyError`` with the raw reply;
+the calling stage catches it and skips just its group or edit batch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TypeVar
+
+from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
+from pydantic import BaseModel, ValidationError
+
+from .errors import ModelReplyError
+from .meter import Meter
+from .templates import render
+
+T = TypeVar("T", bound=BaseModel)
+
+
+async def ask(
+    client: ChatCompletionClient,
+    stage: str,
+    schema: type[T],
+    *,
+    meter: Meter,
+    seed: int,
+    temperature: float,
+    max_tokens: int = 1024,
+    **values: object,
+) -> T:
+    """Ask ``stage`` (``summary``, ``advantage``, ``edit``) for a ``schema`` instance."""
+    schema_text = json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    messages = [
+        SystemMessage(content=render(f"{stage}.system", schema=schema_text, **_split(values, "system_"))),
+        UserMessage(content=render(f"{stage}.user", **_split(values, "")), source="user"),
+    ]
+    extra = {"seed": seed, "temperature": temperature, "max_tokens": max_tokens}
+    result = await client.create(messages, json_output=schema, extra_create_args=extra)
+    meter.count(stage, result.usage)
+    raw = result.content if isinstance(result.content, str) else str(result.content)
+    if result.finish_reason == "length":
+        raw = close_truncated(raw)
+    try:
+        return schema.model_validate_json(_json_part(raw))
+    except (ValidationError, ValueError) as exc:
+        meter.fail(stage)
+        first = str(exc).splitlines()[0]
+        raise ModelReplyError(f"{stage}: reply does not match {schema.__name__}: {first}", raw) from None
+
+
+def _split(values: dict, prefix: str) -> dict:
+    """Values named ``system_x`` fill ``x`` in the system half; the rest fill the user half."""
+    if prefix:
+        return {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+    return {k: v for k, v in values.items() if not k.startswith("system_")}
+
+
+def _json_part(raw: str) -> str:
+    """The outermost JSON object in a reply (models like to wrap JSON in prose or fences)."""
+    start, end = raw.find("{"), raw.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("no JSON object in the reply")
+    return raw[start : end + 1]
+
+
+def close_truncated(raw: str) -> str:
+    """Close the strings, arrays and objects left open by a reply cut at the token limit, so
+    that the fields it did finish can still be validated.
+
+    >>> close_truncated('{"lessons": [{"text": "Check the un')
+    '{"lessons": [{"text": "Check the un"}]}'
+    """
+    stack, in_string, escaped = [], False, False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]" and stack:
+            stack.pop()
+    tail = '"' if in_string else ""
+    return raw.rstrip(",: \n") + tail + "".join(reversed(stack))

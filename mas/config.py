@@ -1,0 +1,57 @@
+"""Training and evaluation settings. Every field acts; ``tests/test_knobs.py`` shows each does."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # -- the data
+    tasks: int | None = Field(None, ge=1)
+    """Train on the first N tasks of the scenario (all when None)."""
+    epochs: int = Field(1, ge=1)
+    """Passes over the training tasks (the paper uses 3)."""
+    batch_size: int = Field(4, ge=1)
+    """Tasks per step; one library update per step."""
+    shuffle: bool = True
+    """Reorder the tasks each epoch (seeded, so a resumed run sees the same order)."""
+    seed: int = 0
+    """Fixes task order and the sampling seed of every model call."""
+
+    # -- rollouts
+    group_size: int = Field(3, ge=1)
+    """G: team rollouts per task (the paper uses 5 for maths, 3 for web search)."""
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    """Sampling temperature of the team's calls during training."""
+    max_tokens: int = Field(256, ge=16)
+    """Completion cap for each of the team's calls."""
+    rollout_timeout: float = Field(300.0, gt=0)
+    """Seconds before a team rollout is cancelled (it then scores 0)."""
+    concurrency: int = Field(4, ge=1)
+    """Model calls in flight at once, across rollouts and learning calls."""
+    ground_truth: bool = True
+    """False: reward against the majority answer of the group (the paper's no-ground-truth mode)."""
+
+    # -- learning
+    learning_temperature: float = Field(0.3, ge=0.0, le=2.0)
+    """Temperature of the summary, advantage and edit calls."""
+    lessons_per_group: int = Field(2, ge=1, le=3)
+    """At most this many lessons proposed per informative group."""
+    max_lessons: int = Field(8, ge=1)
+    """Target size of each library, stated to the edit call; adds past it are refused."""
+
+
+class EvalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tasks: int | None = Field(None, ge=1)
+    """Evaluate on the first N held-out tasks (all when None)."""
+    k: int = Field(1, ge=1)
+    """Rollouts per task; Mean@k averages them."""
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(256, ge=16)
+    rollout_timeout: float = Field(300.0, gt=0)
+    concurrency: int = Field(4, ge=1)
+    seed: int = 0

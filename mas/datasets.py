@@ -1,0 +1,142 @@
+"""Loading task files: one JSON object per line with ``id``, ``question`` and ``answer``.
+
+Files come from people, so every problem becomes a ``UserError`` naming the file, the line
+and the field, and the file is streamed so a large one costs no more memory than its tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from mas.errors import UserError
+from mas.types import Task
+
+
+def load_jsonl(path: str | Path, *, limit: int | None = None) -> list[Task]:
+    """The tasks in ``path``, in file order; at most ``limit`` of them when given.
+
+    Fields other than ``id``, ``question``, ``answer`` and ``level`` are ignored, so the
+    shared GSM8K and DAPO files load as they are.
+    """
+    if limit is not None and limit < 1:
+        raise UserError(f"limit must be at least 1, got {limit}")
+    tasks: list[Task] = []
+    first_line: dict[str, int] = {}
+    for number, record in records(Path(path)):
+        where = f"{path}:{number}"
+        task = to_task(record, where)
+        if task.id in first_line:
+            first = first_line[task.id]
+            raise UserError(f"{where}: duplicate id {task.id!r} (first on line {first})")
+        first_line[task.id] = number
+        tasks.append(task)
+        if limit is not None and len(tasks) >= limit:
+            break
+    if not tasks:
+        raise UserError(f"{path}: no tasks (the file is empty)")
+    return tasks
+
+
+def records(path: Path) -> Iterator[tuple[int, object]]:
+    """Each non-blank line's line number and parsed JSON value.
+
+    Lines are read as bytes and decoded one by one so a bad byte is blamed on its own line
+    (text mode decodes in chunks, ahead of the line being parsed). A leading BOM is allowed.
+    """
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    if not path.is_file():
+        raise UserError(f"{path}: not a file")
+    try:
+        with path.open("rb") as lines:
+            for number, raw in enumerate(lines, start=1):
+                where = f"{path}:{number}"
+                line = decode(raw, where, "utf-8-sig" if number == 1 else "utf-8")
+                if line.strip():
+                    yield number, parse(line, where)
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def decode(raw: bytes, where: str, encoding: str) -> str:
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:
+        raise UserError(f"{where}: not valid UTF-8") from None
+
+
+def parse(line: str, where: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise UserError(f"{where}: not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise UserError(f"{where}: not valid JSON (nested too deeply)") from None
+
+
+def to_task(record: object, where: str) -> Task:
+    """Check one record's fields and build the task; ``where`` is ``path:line``."""
+    if not isinstance(record, dict):
+        raise UserError(f"{where}: expected a JSON object, got {json_type(record)}")
+    return Task(
+        id=text_field(record, "id", where, numbers=True),
+        question=text_field(record, "question", where, numbers=False),
+        answer=answer_field(record, where),
+        level=level_field(record, where),
+    )
+
+
+def text_field(record: dict, name: str, where: str, *, numbers: bool) -> str:
+    """A required non-empty string; an integer is accepted (as text) when ``numbers``."""
+    if name not in record:
+        raise UserError(f"{where}: missing field {name!r}")
+    value = record[name]
+    if numbers and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        kind = "a string or integer" if numbers else "a string"
+        raise UserError(f"{where}: field {name!r} must be {kind}, got {json_type(value)}")
+    if not value.strip():
+        raise UserError(f"{where}: field {name!r} is empty")
+    return value
+
+
+def answer_field(record: dict, where: str) -> str:
+    """The ground truth as text; numbers are common in the wild and become strings."""
+    if "answer" not in record:
+        raise UserError(f"{where}: missing field 'answer'")
+    value = record["answer"]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        kind = json_type(value)
+        raise UserError(f"{where}: field 'answer' must be a string or number, got {kind}")
+    if not value.strip():
+        raise UserError(f"{where}: field 'answer' is empty")
+    return value
+
+
+def level_field(record: dict, where: str) -> int | None:
+    value = record.get("level")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{where}: field 'level' must be an integer, got {json_type(value)}")
+    return value
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a value's type, for messages people can read."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

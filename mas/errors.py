@@ -1,0 +1,25 @@
+"""Errors sorted by who is to blame.
+
+``UserError``: bad input from the person running mas (a file, a line, a field, an option).
+The CLI prints its one-line message and exits with code 2, having written nothing.
+
+``ModelReplyError``: the model answered something unusable. It keeps the raw reply; the
+stage that called the model counts it and skips that group or edit, never the whole step.
+"""
+
+
+class UserError(Exception):
+    """Bad input. The message is one line and names the file, line or field."""
+
+
+class ModelReplyError(Exception):
+    """A model reply that failed validation. ``raw`` keeps what the model said."""
+
+    def __init__(self, message: str, raw: str = ""):
+        super().__init__(message)
+        self.raw = raw
+
+
+class EndpointError(Exception):
+    """The model endpoint failed (after the client's own retries): a transport-level fault,
+    counted and skipped like a bad reply, but not journaled, so a resumed run tries again."""

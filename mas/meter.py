@@ -1,0 +1,34 @@
+"""Counting model calls, tokens and failures per stage (rollout, summary, advantage, edit)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from autogen_core.models import RequestUsage
+from pydantic import BaseModel
+
+
+class StageCount(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    """Replies that failed validation (or calls that raised) and were skipped."""
+
+
+class Meter:
+    def __init__(self) -> None:
+        self.stages: dict[str, StageCount] = defaultdict(StageCount)
+
+    def count(self, stage: str, usage: RequestUsage | None, calls: int = 1) -> None:
+        s = self.stages[stage]
+        s.calls += calls
+        if usage is not None:
+            s.prompt_tokens += usage.prompt_tokens
+            s.completion_tokens += usage.completion_tokens
+
+    def fail(self, stage: str) -> None:
+        self.stages[stage].failures += 1
+
+    def snapshot(self) -> dict[str, StageCount]:
+        return {k: v.model_copy() for k, v in sorted(self.stages.items())}

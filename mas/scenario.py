@@ -1,0 +1,129 @@
+"""Scenarios and roles, loaded from data files.
+
+A scenario is a folder in ``scenarios/`` with a ``scenario.toml`` (its roles, task file and
+reward) or, for a quick start, any JSONL file of ``id``/``question``/``answer`` records, which
+gets the maths team and numeric reward. Roles are TOML files in ``roles/``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pydantic import Field, ValidationError
+
+from .datasets import load_jsonl
+from .errors import UserError
+from .maths import extract_answer, numeric_reward
+from .tools import TOOLS
+from .types import Frozen, Task
+
+HOME = Path(__file__).resolve().parents[1]
+ROLES_DIR = HOME / "roles"
+SCENARIOS_DIR = HOME / "scenarios"
+
+REWARDS: dict[str, Callable[[str, str | None], float]] = {"numeric": numeric_reward}
+EXTRACTORS: dict[str, Callable[[str], str | None]] = {"numeric": extract_answer}
+
+
+class Role(Frozen):
+    name: str
+    description: str
+    system_prompt: str
+    tools: list[str] = []
+    tool_rounds: int = Field(1, ge=1, le=8)
+    """Model calls that may request tools in one turn."""
+    reflect: bool = True
+    """After its tool calls, one more model call writes the turn's message; when false the
+    message is ``tool_summary`` filled with each call's result."""
+    tool_summary: str = "{result}"
+
+
+class ScenarioFile(Frozen):
+    name: str
+    description: str = ""
+    roles: list[str]
+    tasks: str
+    test_tasks: str | None = None
+    reward: str
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    roles: list[Role]
+    tasks: list[Task]
+    reward_name: str
+    test_tasks: list[Task] | None = None
+    """Held-out tasks for evaluation; when None, evaluation uses ``tasks``."""
+
+    def reward(self, task: Task, answer: str | None) -> float:
+        return REWARDS[self.reward_name](task.answer or "", answer)
+
+    def extract(self, transcript: str) -> str | None:
+        return EXTRACTORS[self.reward_name](transcript)
+
+    def role(self, name: str) -> Role:
+        for role in self.roles:
+            if role.name == name:
+                return role
+        raise UserError(f"unknown role {name!r} (scenario {self.name} has {', '.join(self.role_names)})")
+
+    @property
+    def held_out(self) -> list[Task]:
+        return self.test_tasks if self.test_tasks is not None else self.tasks
+
+    @property
+    def role_names(self) -> list[str]:
+        return [r.name for r in self.roles]
+
+
+def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
+    """``maths`` (a folder in scenarios/), a folder path, or a ``.jsonl`` file path."""
+    path = Path(name_or_path)
+    if path.suffix == ".jsonl":
+        tasks = load_jsonl(path, limit=limit)
+        return Scenario(path.stem, [load_role(r) for r in ("planner", "solver", "verifier")], tasks, "numeric")
+    folder = path if path.is_dir() else SCENARIOS_DIR / name_or_path
+    spec_path = folder / "scenario.toml"
+    if not spec_path.is_file():
+        known = sorted(p.name for p in SCENARIOS_DIR.iterdir() if (p / "scenario.toml").is_file())
+        raise UserError(f"unknown scenario {name_or_path!r}: expected one of {', '.join(known)} or a .jsonl file")
+    spec = _validated(ScenarioFile, _toml(spec_path), spec_path)
+    if spec.reward not in REWARDS:
+        raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
+    roles = [load_role(r, source=spec_path) for r in spec.roles]
+    test = load_jsonl(folder / spec.test_tasks, limit=limit) if spec.test_tasks else None
+    return Scenario(spec.name, roles, load_jsonl(folder / spec.tasks, limit=limit), spec.reward, test)
+
+
+def load_role(name: str, *, source: Path | None = None) -> Role:
+    path = ROLES_DIR / f"{name}.toml"
+    if not path.is_file():
+        where = f"{source}: field 'roles'" if source else "role"
+        raise UserError(f"{where}: unknown role {name!r} (no {path.relative_to(HOME)})")
+    role = _validated(Role, _toml(path), path)
+    for tool in role.tools:
+        if tool not in TOOLS:
+            raise UserError(f"{path}: field 'tools': unknown tool {tool!r} (known: {', '.join(TOOLS)})")
+    if role.name != name:
+        raise UserError(f"{path}: field 'name' is {role.name!r}, expected {name!r} (the file name)")
+    return role
+
+
+def _toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _validated(model, data: dict, path: Path):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        raise UserError(f"{path}: field '{field}': {first['msg']}") from None

@@ -1,0 +1,176 @@
+"""The stages of one training step, each a small function with typed input and output:
+
+rollout -> reward -> filter -> summarize -> advantage -> edit -> apply
+
+Stages that call the model check the run journal first and record their output in it, so a
+resumed step repeats no finished call. A bad model reply is journaled as a failure, counted,
+and skips only its group (advantage) or role (edit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from autogen_core.models import ChatCompletionClient
+
+from .ask import ask
+from .config import TrainConfig
+from .errors import EndpointError, ModelReplyError
+from .journal import Journal
+from .library import apply, parse_edits
+from .meter import Meter
+from .scenario import Scenario
+from .team import render_trace, run_rollout
+from .types import Advantage, EditBatch, for_roles, Group, Provenance, Rejected, Rollout, Summary, Task, Version
+
+
+@dataclass
+class Context:
+    """What every stage of a step shares."""
+
+    scenario: Scenario
+    config: TrainConfig
+    client: ChatCompletionClient
+    journal: Journal
+    meter: Meter
+    heads: dict[str, Version]
+    prefix: str
+    """Journal key prefix of the step, ``e<epoch>/s<step>``."""
+
+
+def seed_of(*parts: object) -> int:
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+async def rollout(ctx: Context, task: Task) -> Group:
+    """G team runs of one task, concurrently; finished rollouts come from the journal."""
+
+    async def one(index: int) -> Rollout:
+        key = f"{ctx.prefix}/{task.id}/{index}"
+        if (done := ctx.journal.get("rollout", key)) is not None:
+            return Rollout.model_validate(done)
+        settings = {
+            "seed": seed_of(ctx.config.seed, key),
+            "temperature": ctx.config.temperature,
+            "max_tokens": ctx.config.max_tokens,
+        }
+        result = await run_rollout(
+            ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=settings,
+            timeout=ctx.config.rollout_timeout, meter=ctx.meter,
+        )  # fmt: skip
+        ctx.journal.put("rollout", key, result.model_dump(mode="json"))
+        return result
+
+    rollouts = await asyncio.gather(*(one(i) for i in range(ctx.config.group_size)))
+    return Group(task=task, rollouts=list(rollouts))
+
+
+def reward(scenario: Scenario, group: Group, *, ground_truth: bool) -> Group:
+    """Score each rollout; without ground truth, against the group's majority answer."""
+    task = group.task
+    if not ground_truth:
+        answers = Counter(r.answer for r in group.rollouts if r.answer is not None)
+        task = task.model_copy(update={"answer": answers.most_common(1)[0][0] if answers else None})
+    scored = [
+        r.model_copy(update={"reward": scenario.reward(task, r.answer) if task.answer is not None and not r.error else 0.0})
+        for r in group.rollouts
+    ]
+    return Group(task=group.task, rollouts=scored)
+
+
+async def summarize(ctx: Context, group: Group) -> list[Summary] | None:
+    """One call per rollout of an informative group, one section per role."""
+
+    roles = tuple(ctx.scenario.role_names)
+
+    async def one(r: Rollout) -> Summary | None:
+        traces = "\n\n".join(f"## {t.role}\n{render_trace(t)}" for t in r.traces)
+        return await _journaled(
+            ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", for_roles(Summary, roles),
+            question=group.task.question, answer=r.answer or "(none)", reward=f"{r.reward:g}", traces=traces,
+        )  # fmt: skip
+
+    summaries = await asyncio.gather(*(one(r) for r in group.rollouts))
+    return None if any(s is None for s in summaries) else list(summaries)
+
+
+async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Advantage | None:
+    """Why the winners beat the losers, which role made the difference, lessons for it."""
+    attempts = "\n\n".join(
+        f"## Attempt {r.index + 1} (reward {r.reward:g}, answer {r.answer or 'none'})\n"
+        + "\n".join(f"- {n.role}: {n.note}" for n in s.roles)
+        + f"\n- outcome: {s.outcome}"
+        for r, s in zip(group.rollouts, summaries)
+    )
+    truth = f"Correct answer: {group.task.answer}" if ctx.config.ground_truth else "Correct answer: unknown"
+    return await _journaled(
+        ctx, "advantage", f"{ctx.prefix}/{group.task.id}", for_roles(Advantage, tuple(ctx.scenario.role_names)),
+        question=group.task.question, truth=truth, roles=", ".join(ctx.scenario.role_names),
+        attempts=attempts, libraries=_libraries_text(ctx), system_max_lessons=ctx.config.lessons_per_group,
+    )  # fmt: skip
+
+
+async def edit(ctx: Context, role: str, proposals: list[str]) -> tuple[list, list[Rejected]] | None:
+    """One batched edit call for one role's library; items are validated one by one."""
+    head = ctx.heads[role]
+    batch = await _journaled(
+        ctx, "edit", f"{ctx.prefix}/{role}", EditBatch,
+        role=role, system_role=role, system_max_lessons=ctx.config.max_lessons,
+        library=_lessons_text(head), proposals="\n".join(f"- ({role}) {p}" for p in proposals),
+    )  # fmt: skip
+    return None if batch is None else parse_edits(batch.edits)
+
+
+def apply_edits(ctx: Context, role: str, edits: list, rejected: list[Rejected], provenance: Provenance) -> Version:
+    version, refused = apply(ctx.heads[role], edits, provenance=provenance, limit=ctx.config.max_lessons)
+    return version.model_copy(update={"rejected": rejected + refused})
+
+
+def proposals_by_role(ctx: Context, advantages: list[Advantage]) -> dict[str, list[str]]:
+    """Route each proposed lesson to its role's library; a lesson naming no known role goes
+    to the role the advantage said made the difference, or is dropped and counted."""
+    known = set(ctx.scenario.role_names)
+    routed: dict[str, list[str]] = {}
+    for adv in advantages:
+        for lesson in adv.lessons[: ctx.config.lessons_per_group]:
+            role = lesson.role if lesson.role in known else adv.decisive_role
+            if role not in known:
+                ctx.meter.fail("route")
+                continue
+            routed.setdefault(role, []).append(lesson.text.strip())
+    return routed
+
+
+async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):
+    """Ask once: a finished call (success or failure) is read back from the journal."""
+    done = ctx.journal.get(stage, key)
+    if done is not None:
+        return schema.model_validate(done["reply"]) if done["ok"] else None
+    try:
+        reply = await ask(
+            ctx.client, stage, schema, meter=ctx.meter, seed=seed_of(ctx.config.seed, stage, key),
+            temperature=ctx.config.learning_temperature, **values,
+        )  # fmt: skip
+    except ModelReplyError as exc:
+        ctx.journal.put(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
+        return None
+    except EndpointError:  # not journaled: a resumed run tries again
+        ctx.meter.fail(stage)
+        return None
+    ctx.journal.put(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
+    return reply
+
+
+def _lessons_text(version: Version | None) -> str:
+    if not version or not version.lessons:
+        return "(none)"
+    return "\n".join(f"[{l.id}] {l.text}" for l in version.lessons)
+
+
+def _libraries_text(ctx: Context) -> str:
+    names = ["global", *ctx.scenario.role_names]
+    return "\n".join(f"{n}:\n{_lessons_text(ctx.heads.get(n))}" for n in names)

@@ -1,0 +1,159 @@
+"""The team: built fresh for every rollout from role data, run, and split into role traces.
+
+Nothing is shared between rollouts but the model client: agents, termination and the group
+chat keep state, and a team that errored or was cancelled stays broken, so each rollout gets
+its own and throws it away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import TaskResult
+from autogen_agentchat.messages import (
+    BaseChatMessage,
+    ToolCallExecutionEvent,
+    ToolCallRequestEvent,
+)
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core import CancellationToken
+from autogen_core.models import ChatCompletionClient
+
+from .clients import Delegating
+from .library import role_block
+from .meter import Meter
+from .scenario import Role, Scenario
+from .tools import TOOLS
+from .types import RoleTrace, Rollout, Task, ToolCall, Turn, Version
+
+
+def system_message(role: Role, heads: dict[str, Version]) -> str:
+    """The role's prompt then its library block: the same text in training and at inference."""
+    block = role_block(heads, role.name)
+    return role.system_prompt.strip() + (f"\n\n{block}" if block else "")
+
+
+def build_team(roles: list[Role], client: ChatCompletionClient, prompts: dict[str, str]) -> RoundRobinGroupChat:
+    agents = [
+        AssistantAgent(
+            role.name,
+            model_client=client,
+            system_message=prompts[role.name],
+            description=role.description,
+            tools=[TOOLS[name] for name in role.tools] or None,
+            reflect_on_tool_use=role.reflect and bool(role.tools),
+            max_tool_iterations=role.tool_rounds,
+            tool_call_summary_format=role.tool_summary,
+        )
+        for role in roles
+    ]
+    return RoundRobinGroupChat(agents, max_turns=len(agents))
+
+
+class Seeded(Delegating):
+    """Adds the rollout's seed and sampling settings to every call, and counts the calls."""
+
+    def __init__(self, inner: ChatCompletionClient, *, settings: dict[str, Any], meter: Meter):
+        super().__init__(inner)
+        self.settings, self.meter = settings, meter
+
+    async def create(self, messages, *, extra_create_args={}, **kwargs):
+        result = await self.inner.create(messages, extra_create_args={**extra_create_args, **self.settings}, **kwargs)
+        self.meter.count("rollout", result.usage)
+        return result
+
+
+async def run_rollout(
+    scenario: Scenario,
+    task: Task,
+    index: int,
+    *,
+    client: ChatCompletionClient,
+    heads: dict[str, Version],
+    settings: dict[str, Any],
+    timeout: float,
+    meter: Meter,
+) -> Rollout:
+    """One run of the whole team on ``task``. Never raises for model or team failures."""
+    prompts = {role.name: system_message(role, heads) for role in scenario.roles}
+    team = build_team(scenario.roles, Seeded(client, settings=settings, meter=meter), prompts)
+    messages, error = await _run(team, task.question, timeout)
+    if error:
+        meter.fail("rollout")
+    transcript = "\n".join(m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user")
+    answer = None if error else scenario.extract(transcript)
+    return Rollout(task_id=task.id, index=index, traces=split_traces(messages, prompts), answer=answer, error=error)
+
+
+async def _run(team: RoundRobinGroupChat, question: str, timeout: float) -> tuple[list, str | None]:
+    """Run with a deadline. On timeout cancel the token first (it stops a model call), then
+    the task (a running tool call ignores the token), and keep what was produced."""
+    messages: list = []
+    token = CancellationToken()
+
+    async def consume() -> None:
+        async for item in team.run_stream(task=question, cancellation_token=token):
+            if not isinstance(item, TaskResult):
+                messages.append(item)
+
+    runner = asyncio.ensure_future(consume())
+    done, _ = await asyncio.wait({runner}, timeout=timeout)
+    if not done:
+        token.cancel()
+        runner.cancel()
+        await asyncio.wait({runner}, timeout=5)
+        return messages, f"timeout after {timeout:g} s"
+    exc = runner.exception()
+    if exc is not None:
+        return messages, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return messages, None
+
+
+def split_traces(messages: list, prompts: dict[str, str]) -> list[RoleTrace]:
+    """One trace per role: its messages, tool calls with their results, and token counts."""
+    turns: dict[str, list[dict]] = {name: [] for name in prompts}
+    for m in messages:
+        own = turns.get(m.source)
+        if own is None:
+            continue
+        usage = m.models_usage
+        tokens = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens} if usage else {}
+        if isinstance(m, ToolCallRequestEvent):
+            calls = [{"name": c.name, "arguments": c.arguments, "id": c.id} for c in m.content]
+            own.append({"content": "", "tool_calls": calls, **tokens})
+        elif isinstance(m, ToolCallExecutionEvent):
+            results = {r.call_id: r for r in m.content}
+            for call in own[-1]["tool_calls"] if own else []:
+                result = results.get(call["id"])
+                if result is not None:
+                    call.update(result=result.content, is_error=bool(result.is_error))
+        elif isinstance(m, BaseChatMessage):
+            own.append({"content": m.to_text(), "tool_calls": [], **tokens})
+    return [
+        RoleTrace(
+            role=name,
+            system_message=prompts[name],
+            turns=[Turn(**{**t, "tool_calls": [ToolCall(**_call(c)) for c in t["tool_calls"]]}) for t in own],
+        )
+        for name, own in turns.items()
+    ]
+
+
+def _call(c: dict) -> dict:
+    return {k: v for k, v in c.items() if k != "id"}
+
+
+def render_trace(trace: RoleTrace) -> str:
+    """A role trace as text for the summary prompt (the system message is left out: the
+    summary must not re-read the library)."""
+    lines = []
+    for turn in trace.turns:
+        for call in turn.tool_calls:
+            status = "error" if call.is_error else "returned"
+            lines.append(f"- called {call.name}({json.dumps(call.arguments)[1:-1]}) {status}: {call.result}")
+        if turn.content:
+            lines.append(f"- said: {turn.content.strip()}")
+    return "\n".join(lines) or "- (no output)"

@@ -1,0 +1,152 @@
+"""The training loop: epochs of steps, each step the stages in order, checkpointed.
+
+This module only orders the stages (``stages.py``) and records their results; it has no
+learning logic of its own. A run lives in a run directory (``run.json`` with its settings,
+``journal.jsonl`` with every stage's output); starting it again resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+from autogen_core.models import ChatCompletionClient
+from pydantic import BaseModel
+
+from . import stages
+from .clients import Limited
+from .config import TrainConfig
+from .errors import UserError
+from .journal import Journal
+from .meter import Meter, StageCount
+from .scenario import Scenario
+from .store import LibraryStore
+from .types import GLOBAL, Provenance, Rejected, Task, Version
+
+
+class StepReport(BaseModel):
+    epoch: int
+    step: int
+    task_ids: list[str]
+    groups: int
+    informative: int
+    mean_reward: float
+    applied: dict[str, int] = {}
+    """Edits applied per library."""
+    rejected: dict[str, list[Rejected]] = {}
+    """Edits refused per library, each with its reason."""
+    skipped_groups: int = 0
+    """Informative groups whose summary or advantage reply was unusable."""
+    calls: dict[str, StageCount] = {}
+    seconds: float = 0.0
+
+
+class TrainResult(BaseModel):
+    run: str
+    steps: list[StepReport]
+    heads: dict[str, Version]
+
+
+async def train(
+    scenario: Scenario,
+    *,
+    client: ChatCompletionClient,
+    store: LibraryStore,
+    run_dir: Path,
+    config: TrainConfig = TrainConfig(),
+    model_name: str = "",
+    on_step: Callable[[StepReport], None] = lambda report: None,
+) -> TrainResult:
+    """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run."""
+    _start_run(run_dir, scenario, config, model_name)
+    journal = Journal(run_dir / "journal.jsonl")
+    client = Limited(client, config.concurrency)
+    tasks = scenario.tasks[: config.tasks]
+    reports = []
+    for epoch in range(config.epochs):
+        for step, batch in enumerate(_batches(_order(tasks, config, epoch), config.batch_size)):
+            prefix = f"e{epoch}/s{step}"
+            done = journal.get("step", prefix)
+            if done is None:
+                provenance = Provenance(
+                    run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name
+                )
+                report = await _step(scenario, batch, config, client, store, journal, provenance)
+                journal.put("step", prefix, done := report.model_dump(mode="json"))
+                on_step(report)
+            reports.append(StepReport.model_validate(done))
+    return TrainResult(run=run_dir.name, steps=reports, heads=store.heads())
+
+
+async def _step(scenario, batch, config, client, store, journal, provenance: Provenance) -> StepReport:
+    started, meter = time.perf_counter(), Meter()
+    heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
+    ctx = stages.Context(scenario, config, client, journal, meter, heads, f"e{provenance.epoch}/s{provenance.step}")
+
+    async def learn(task: Task):
+        group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
+        if not group.informative:
+            return group, None
+        summaries = await stages.summarize(ctx, group)
+        return group, (await stages.advantage(ctx, group, summaries) if summaries else None)
+
+    results = await asyncio.gather(*(learn(task) for task in batch))
+    advantages = [adv for _, adv in results if adv is not None]
+    routed = stages.proposals_by_role(ctx, advantages)
+    batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
+    versions, applied, rejected = [], {}, {}
+    for role, parsed in zip(routed, batches):
+        if parsed is None:
+            continue
+        version = stages.apply_edits(ctx, role, *parsed, provenance)
+        applied[role], rejected[role] = len(version.edits), version.rejected
+        if version.edits:
+            versions.append(version)
+    if not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
+        store.commit(versions)
+    rewards = [r.reward for group, _ in results for r in group.rollouts]
+    informative = sum(group.informative for group, _ in results)
+    return StepReport(
+        epoch=provenance.epoch,
+        step=provenance.step,
+        task_ids=provenance.task_ids,
+        groups=len(results),
+        informative=informative,
+        mean_reward=sum(rewards) / len(rewards),
+        applied=applied,
+        rejected={k: v for k, v in rejected.items() if v},
+        skipped_groups=informative - len(advantages),
+        calls=meter.snapshot(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _order(tasks: list[Task], config: TrainConfig, epoch: int) -> list[Task]:
+    if not config.shuffle:
+        return list(tasks)
+    shuffled = list(tasks)
+    random.Random(stages.seed_of(config.seed, "order", epoch)).shuffle(shuffled)
+    return shuffled
+
+
+def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
+    return [tasks[i : i + size] for i in range(0, len(tasks), size)]
+
+
+def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str) -> None:
+    """Write the run's settings, or check that a resumed run keeps them."""
+    settings = {"scenario": scenario.name, "model": model_name, "config": config.model_dump(mode="json")}
+    path = run_dir / "run.json"
+    if path.exists():
+        before = json.loads(path.read_text())
+        changed = sorted(k for k in settings["config"] if before.get("config", {}).get(k) != settings["config"][k])
+        changed += [k for k in ("scenario", "model") if before.get(k) != settings[k]]
+        if changed:
+            raise UserError(f"{path}: this run was started with other settings ({', '.join(changed)}); use a new --run-dir")
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=1) + "\n")

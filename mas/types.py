@@ -1,0 +1,209 @@
+"""The typed data that crosses a boundary: tasks, lessons, edits, rollouts, learning outputs.
+
+Everything persisted is a pydantic v2 model and goes to disk as ``model_dump(mode="json")``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+SCHEMA_VERSION = 1
+GLOBAL = "global"
+"""The name of the shared library that every role's prompt carries."""
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- tasks -------------------------------------------------------------------------------
+
+
+class Task(Frozen):
+    id: str
+    question: str
+    answer: str | None = None
+    """Ground truth; None when the scenario is trained without it."""
+    level: int | None = None
+    """Difficulty, for generated packs."""
+
+
+# -- lessons and libraries ---------------------------------------------------------------
+
+
+class Lesson(Frozen):
+    id: str
+    """Stable id, ``<library>/<4 digits>``, never reused within a library."""
+    text: str
+
+
+class Provenance(Frozen):
+    run: str
+    epoch: int
+    step: int
+    task_ids: list[str] = []
+    model: str = ""
+
+
+class Add(Frozen):
+    op: Literal["add"]
+    text: str = Field(min_length=8, max_length=400)
+
+
+class Modify(Frozen):
+    op: Literal["modify"]
+    id: str
+    text: str = Field(min_length=8, max_length=400)
+
+
+class Delete(Frozen):
+    op: Literal["delete"]
+    id: str
+
+
+class Keep(Frozen):
+    op: Literal["keep"]
+
+
+Edit = Annotated[Add | Modify | Delete | Keep, Field(discriminator="op")]
+
+
+class Rejected(Frozen):
+    """An edit the model proposed that could not be applied, with why."""
+
+    edit: dict | str
+    reason: str
+
+
+class Version(Frozen):
+    """One state of one library: its lessons, and the edits that produced it."""
+
+    schema_version: int = SCHEMA_VERSION
+    library: str
+    number: int
+    lessons: list[Lesson]
+    next_id: int
+    """The number the next added lesson gets; ids are never reused."""
+    edits: list[Edit] = []
+    rejected: list[Rejected] = []
+    provenance: Provenance | None = None
+
+
+# -- rollouts ----------------------------------------------------------------------------
+
+
+class ToolCall(Frozen):
+    name: str
+    arguments: str
+    result: str = ""
+    is_error: bool = False
+
+
+class Turn(Frozen):
+    """One message a role produced (or a tool call round it made)."""
+
+    content: str
+    tool_calls: list[ToolCall] = []
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class RoleTrace(Frozen):
+    role: str
+    system_message: str
+    turns: list[Turn] = []
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.prompt_tokens + t.completion_tokens for t in self.turns)
+
+
+class Rollout(Frozen):
+    task_id: str
+    index: int
+    """Position within the group, 0..G-1."""
+    traces: list[RoleTrace]
+    answer: str | None
+    """The team's final answer as extracted from the transcript."""
+    error: str | None = None
+    """Set when the team failed (model error, timeout); the rollout then scores 0."""
+    reward: float = 0.0
+
+
+class Group(Frozen):
+    task: Task
+    rollouts: list[Rollout]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [r.reward for r in self.rollouts]
+
+    @property
+    def informative(self) -> bool:
+        return len(set(self.rewards)) > 1
+
+
+# -- learning outputs (what the model must return, validated) ------------------------------
+
+
+class RoleNote(BaseModel):
+    role: str
+    note: str = Field(max_length=600)
+
+
+class Summary(BaseModel):
+    """A compressed rollout: what each role did and where it went right or wrong."""
+
+    roles: list[RoleNote] = Field(max_length=8)
+    outcome: str = Field(max_length=600)
+
+
+class ProposedLesson(BaseModel):
+    role: str
+    text: str = Field(min_length=8, max_length=400)
+
+
+class Advantage(BaseModel):
+    """The semantic advantage of one group: which role made the difference, lessons for it,
+    and why the winners beat the losers. The reason comes last so that a reply cut short by
+    the token limit still carries its lessons."""
+
+    decisive_role: str
+    lessons: list[ProposedLesson] = Field(max_length=3)
+    reason: str = Field(max_length=1200)
+
+
+class _StrictEditBatch(BaseModel):
+    model_config = ConfigDict(title="EditBatch")
+    edits: list[Edit] = Field(max_length=16)
+
+
+class EditBatch(BaseModel):
+    """The model's reply to the edit stage. Items are validated one by one, not here, so one
+    malformed edit never sinks the others."""
+
+    edits: list[dict] = Field(max_length=16)
+
+    @classmethod
+    def model_json_schema(cls, *args, **kwargs) -> dict:
+        """Advertise the full edit union, for the prompt and for constrained decoding."""
+        return _StrictEditBatch.model_json_schema(*args, **kwargs)
+
+
+@cache
+def for_roles(schema: type[BaseModel], roles: tuple[str, ...]) -> type[BaseModel]:
+    """``Summary`` or ``Advantage`` with every role field restricted to the team's roles, so
+    constrained decoding cannot invent a role and validation refuses one."""
+    role = Literal[roles]  # type: ignore[valid-type]
+    if schema is Summary:
+        note = create_model("RoleNote", __base__=RoleNote, role=(role, ...))
+        return create_model("Summary", __base__=Summary, roles=(list[note], Field(max_length=8)))
+    if schema is Advantage:
+        lesson = create_model("ProposedLesson", __base__=ProposedLesson, role=(role, ...))
+        return create_model(
+            "Advantage", __base__=Advantage, decisive_role=(role, ...), lessons=(list[lesson], Field(max_length=3))
+        )  # overriding fields keeps their order: decisive_role, lessons, reason
+    raise ValueError(f"no role fields in {schema.__name__}")

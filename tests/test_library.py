@@ -1,0 +1,53 @@
+from mas.library import apply, parse_edits, render_block
+from mas.types import Add, Delete, Keep, Lesson, Modify, Provenance, Version
+
+
+def v0(library="solver"):
+    return Version(library=library, number=0, lessons=[], next_id=1)
+
+
+def test_add_modify_delete_keep_with_stable_ids():
+    v1, bad = apply(v0(), [Add(op="add", text="Check the units first."), Add(op="add", text="Use the calculator for products.")])
+    assert [l.id for l in v1.lessons] == ["solver/0001", "solver/0002"] and bad == []
+    v2, bad = apply(v1, [Delete(op="delete", id="solver/0001"), Modify(op="modify", id="solver/0002", text="Always use the calculator."), Keep(op="keep")])
+    assert [(l.id, l.text) for l in v2.lessons] == [("solver/0002", "Always use the calculator.")]
+    assert v2.number == 2 and len(v2.edits) == 2  # keep is not recorded as a change
+    v3, _ = apply(v2, [Add(op="add", text="A lesson added after a delete.")])
+    assert v3.lessons[-1].id == "solver/0003"  # ids are never reused
+
+
+def test_unknown_ids_and_duplicates_are_refused_with_reasons():
+    v1, _ = apply(v0(), [Add(op="add", text="Check the units first.")])
+    v2, bad = apply(v1, [Modify(op="modify", id="solver/0042", text="Nope, no such lesson."), Add(op="add", text="check the units  first")])
+    assert v2.lessons == v1.lessons
+    assert [r.reason for r in bad] == ["unknown lesson id 'solver/0042'", "duplicate of solver/0001"]
+
+
+def test_limit_refuses_adds_past_it():
+    v1, bad = apply(v0(), [Add(op="add", text=f"Lesson number {i} text.") for i in range(5)], limit=3)
+    assert len(v1.lessons) == 3 and len(bad) == 2 and "full" in bad[0].reason
+
+
+def test_one_malformed_edit_among_valid_ones():
+    items = [
+        {"op": "add", "text": "Write the expression before computing."},
+        {"op": "modify", "text": "modify without an id"},
+        {"op": "delete"},
+        "not even an object",
+        {"op": "explode", "id": "solver/0001"},
+        {"op": "add", "text": "Round only at the very end."},
+    ]
+    edits, rejected = parse_edits(items)
+    assert [e.op for e in edits] == ["add", "add"]
+    assert len(rejected) == 4 and all(r.reason for r in rejected)
+    v1, refused = apply(v0(), edits, provenance=Provenance(run="r", epoch=0, step=0))
+    assert len(v1.lessons) == 2 and refused == [] and v1.provenance.run == "r"
+
+
+def test_render_block_is_stable_and_global_first():
+    mine = Version(library="solver", number=1, next_id=3, lessons=[Lesson(id="solver/0002", text="B."), Lesson(id="solver/0001", text="A.")])
+    shared = Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="G.")])
+    block = render_block(shared, mine)
+    assert block.index("[global/0001]") < block.index("[solver/0001]") < block.index("[solver/0002]")
+    assert render_block(shared, mine) == block
+    assert render_block(None, v0()) == ""

@@ -1,0 +1,92 @@
+"""The whole loop on the fake client: lessons with provenance, reports, resume."""
+
+import asyncio
+import json
+from collections import Counter
+
+from mas.config import TrainConfig
+import pytest
+
+from mas.fake import FakeClient, default_respond
+from mas.types import EditBatch
+from mas.store import LibraryStore
+from mas.train import train
+
+
+def run(maths, tmp_path, client=None, /, **config):
+    client = client or FakeClient()
+    store = LibraryStore(tmp_path / "lib.json")
+    result = asyncio.run(
+        train(maths, client=client, store=store, run_dir=tmp_path / "run", config=TrainConfig(**config), model_name="fake")
+    )
+    return result, client, store
+
+
+def test_training_writes_lessons_with_provenance(maths, tmp_path):
+    result, client, store = run(maths, tmp_path, tasks=8, batch_size=4, group_size=3)
+    assert [(s.epoch, s.step) for s in result.steps] == [(0, 0), (0, 1)]
+    solver = store.head("solver")
+    assert solver.lessons and solver.provenance.run == "run" and solver.provenance.model == "fake"
+    assert set(solver.provenance.task_ids) <= {t.id for t in maths.tasks[:8]}
+    report = result.steps[0]
+    assert report.informative >= 1 and report.calls["rollout"].calls > 0
+    assert report.calls["summary"].calls == 3 * report.informative  # one per rollout of a kept group
+    assert report.calls["advantage"].calls == report.informative  # one per kept group
+    assert report.calls["edit"].calls <= len(maths.roles)  # at most one per role per step
+
+
+def test_rollouts_store_one_trace_per_role(maths, tmp_path):
+    run(maths, tmp_path, tasks=4, group_size=2)
+    records = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
+    rollout = next(r["data"] for r in records if r["kind"] == "rollout")
+    assert [t["role"] for t in rollout["traces"]] == ["planner", "solver", "verifier"]
+    solver = rollout["traces"][1]
+    assert solver["turns"][0]["tool_calls"][0]["name"] == "calculator"
+    assert solver["turns"][0]["tool_calls"][0]["result"]
+    assert solver["turns"][0]["prompt_tokens"] > 0  # the call that asked for the tool
+    assert solver["turns"][-1]["content"].startswith("ANSWER: ")  # the role's tool_summary
+
+
+def test_a_finished_run_started_again_makes_no_model_call(maths, tmp_path):
+    first, _, _ = run(maths, tmp_path, tasks=8, batch_size=4)
+    again, client, store = run(maths, tmp_path, tasks=8, batch_size=4)
+    assert client.calls == 0 and again.heads == first.heads
+    assert len(store.versions("solver")) == len([v for v in first.steps if v.applied.get("solver")])
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing in mas catches it."""
+
+
+def crash_at_second_edit_call():
+    edits = []
+
+    def respond(request):
+        if request.schema is EditBatch:
+            edits.append(request)
+            if len(edits) == 2:  # the edit stage of step 1
+                raise Crash()
+        return default_respond(request)
+
+    return respond
+
+
+def test_a_crash_mid_step_then_resume_gives_the_uninterrupted_libraries(maths, tmp_path):
+    full, full_client, _ = run(maths, tmp_path / "a", tasks=8, batch_size=4)
+    with pytest.raises(Crash):
+        run(maths, tmp_path / "b", FakeClient(crash_at_second_edit_call()), tasks=8, batch_size=4)
+    resumed, client, _ = run(maths, tmp_path / "b", tasks=8, batch_size=4)
+    assert resumed.heads == full.heads
+    assert 0 < client.calls < full_client.calls / 4  # only the edit calls of step 1 were left
+    journal = tmp_path / "b" / "run" / "journal.jsonl"
+    keys = Counter(tuple(json.loads(l)[k] for k in ("kind", "key")) for l in journal.read_text().splitlines())
+    assert max(keys.values()) == 1  # no stage output written twice
+
+
+def test_a_torn_last_journal_line_is_dropped(maths, tmp_path):
+    run(maths, tmp_path, tasks=4, batch_size=4)
+    journal = tmp_path / "run" / "journal.jsonl"
+    good = journal.read_text()
+    journal.write_text(good + '{"kind": "rollout", "key": "e0/s1/cut sho')
+    again, client, _ = run(maths, tmp_path, tasks=4, batch_size=4)
+    assert client.calls == 0 and journal.read_text() == good
