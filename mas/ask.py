@@ -43,7 +43,8 @@ async def ask(
     if result.finish_reason == "length":
         raw = close_truncated(raw)
     try:
-        return schema.model_validate_json(_json_part(raw))
+        # strict=False: llama.cpp's JSON grammar lets raw newlines into strings.
+        return schema.model_validate(json.loads(_json_part(raw), strict=False))
     except (ValidationError, ValueError) as exc:
         meter.fail(stage)
         first = str(exc).splitlines()[0]

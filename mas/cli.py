@@ -84,6 +84,8 @@ def train_command(
 
     result = _run(main())
     out.print(f"run {result.run}: {len(result.steps)} steps, journal in {run_dir}")
+    if not any(v.lessons for v in result.heads.values()):
+        out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     _print_lessons(result.heads)
 
 
@@ -214,7 +216,9 @@ def _print_lessons(heads, *, provenance: bool = False) -> None:
 
 
 def _step_line(r: StepReport) -> str:
-    applied = ", ".join(f"{k} +{v}" for k, v in r.applied.items()) or "no edits"
+    applied = ", ".join(f"{k} {v} edits" for k, v in r.applied.items()) or "no edits"
+    refused = sum(len(v) for v in r.rejected.values())
+    applied += f" ({refused} refused)" if refused else ""
     calls = sum(c.calls for c in r.calls.values())
     failures = sum(c.failures for c in r.calls.values())
     return (

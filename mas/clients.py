@@ -4,7 +4,7 @@ Specs:
   ``local``          the embedded SmolLM2-135M, served by llama.cpp on 127.0.0.1 (default)
   ``openai:MODEL``   any OpenAI-compatible endpoint; base URL and key from options or from
                      ``MAS_BASE_URL`` / ``OPENAI_API_KEY`` (OpenAI, DeepSeek, vLLM, Ollama)
-  ``fake``           the deterministic client in ``mas.fake``
+  ``fake``           the deterministic client in ``mas.fake`` (``fake:0.05``: 50 ms per call)
 
 Structured replies are asked for as ``json_output=<pydantic model>`` everywhere in mas. The
 ``Adapted`` wrapper turns that into what each server accepts: JSON mode (the schema is also in
@@ -49,8 +49,8 @@ async def open_client(
     spec: str = "local", *, base_url: str | None = None, api_key: str | None = None, threads: int | None = None
 ) -> AsyncIterator[ChatCompletionClient]:
     """Yield a ready client for ``spec``; anything it started is stopped on the way out."""
-    if spec == "fake":
-        yield FakeClient()
+    if spec == "fake" or spec.startswith("fake:"):
+        yield FakeClient(latency=_seconds(spec.partition(":")[2] or "0", spec))
         return
     if spec == "local":
         from .server import embedded_server
@@ -74,6 +74,13 @@ async def open_client(
             await client.close()
         return
     raise UserError(f"--model {spec!r}: expected 'local', 'fake' or 'openai:MODEL'")
+
+
+def _seconds(text: str, spec: str) -> float:
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        raise UserError(f"--model {spec!r}: expected fake:SECONDS, the fake's latency per call") from None
 
 
 def _openai(model: str, url: str | None, key: str, *, embedded: bool) -> ChatCompletionClient:

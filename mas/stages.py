@@ -25,7 +25,7 @@ from .library import apply, parse_edits
 from .meter import Meter
 from .scenario import Scenario
 from .team import render_trace, run_rollout
-from .types import Advantage, EditBatch, for_roles, Group, Provenance, Rejected, Rollout, Summary, Task, Version
+from .types import Advantage, EditBatch, Group, Provenance, Rejected, RoleNote, Rollout, Summary, Task, Version, for_roles
 
 
 @dataclass
@@ -82,7 +82,7 @@ def reward(scenario: Scenario, group: Group, *, ground_truth: bool) -> Group:
     return Group(task=group.task, rollouts=scored)
 
 
-async def summarize(ctx: Context, group: Group) -> list[Summary] | None:
+async def summarize(ctx: Context, group: Group) -> list[Summary]:
     """One call per rollout of an informative group, one section per role."""
 
     roles = tuple(ctx.scenario.role_names)
@@ -95,7 +95,14 @@ async def summarize(ctx: Context, group: Group) -> list[Summary] | None:
         )  # fmt: skip
 
     summaries = await asyncio.gather(*(one(r) for r in group.rollouts))
-    return None if any(s is None for s in summaries) else list(summaries)
+    return [s or _excerpt(r) for r, s in zip(group.rollouts, summaries)]
+
+
+def _excerpt(r: Rollout) -> Summary:
+    """Stands in for a summary the model failed to write (already counted): each role's last
+    message, cut short, so the group can still be compared."""
+    notes = [RoleNote(role=t.role, note=(t.turns[-1].content if t.turns else "")[:300]) for t in r.traces]
+    return Summary(roles=notes, outcome=f"answer {r.answer or 'none'}")
 
 
 async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Advantage | None:

@@ -40,7 +40,7 @@ class StepReport(BaseModel):
     rejected: dict[str, list[Rejected]] = {}
     """Edits refused per library, each with its reason."""
     skipped_groups: int = 0
-    """Informative groups whose summary or advantage reply was unusable."""
+    """Informative groups whose advantage reply was unusable."""
     calls: dict[str, StageCount] = {}
     seconds: float = 0.0
 
@@ -92,7 +92,7 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         if not group.informative:
             return group, None
         summaries = await stages.summarize(ctx, group)
-        return group, (await stages.advantage(ctx, group, summaries) if summaries else None)
+        return group, await stages.advantage(ctx, group, summaries)
 
     results = await asyncio.gather(*(learn(task) for task in batch))
     advantages = [adv for _, adv in results if adv is not None]

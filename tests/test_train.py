@@ -90,3 +90,26 @@ def test_a_torn_last_journal_line_is_dropped(maths, tmp_path):
     journal.write_text(good + '{"kind": "rollout", "key": "e0/s1/cut sho')
     again, client, _ = run(maths, tmp_path, tasks=4, batch_size=4)
     assert client.calls == 0 and journal.read_text() == good
+
+
+def mixed_edits(request):
+    if request.schema is EditBatch:
+        return json.dumps({"edits": [
+            {"op": "add", "text": "Pass the whole expression, parentheses included."},
+            {"op": "modify", "text": "a modify that names no lesson"},
+            {"op": "delete", "id": "solver/0999"},
+            {"op": "add", "text": "Check the operator against the question's words."},
+        ]})
+    return default_respond(request)
+
+
+def test_a_malformed_edit_among_valid_ones(maths, tmp_path):
+    result, _, store = run(maths, tmp_path, FakeClient(mixed_edits), tasks=4, batch_size=4)
+    solver = store.head("solver")
+    assert [l.text for l in solver.lessons] == [
+        "Pass the whole expression, parentheses included.",
+        "Check the operator against the question's words.",
+    ]
+    reasons = [r.reason for r in result.steps[0].rejected["solver"]]
+    assert len(reasons) == 2 and "id: Field required" in reasons[0] and "unknown lesson id" in reasons[1]
+    assert solver.rejected == result.steps[0].rejected["solver"]

@@ -1,0 +1,134 @@
+"""Every configuration field acts: each test turns one knob and watches its effect."""
+
+import asyncio
+import json
+from collections import Counter
+
+import pytest
+
+from mas.config import EvalConfig, TrainConfig
+from mas.evaluate import evaluate
+from mas.fake import FakeClient, default_respond
+from mas.stages import reward
+from mas.store import LibraryStore
+from mas.train import train
+from mas.types import Advantage, EditBatch, Group, Rollout, Task
+
+
+def run(maths, tmp_path, client=None, /, **config):
+    client = client or FakeClient()
+    store = LibraryStore(tmp_path / "lib.json")
+    result = asyncio.run(train(maths, client=client, store=store, run_dir=tmp_path / "run", config=TrainConfig(**config)))
+    journal = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
+    return result, client, store, journal
+
+
+def rollouts(journal):
+    return [r["data"] for r in journal if r["kind"] == "rollout"]
+
+
+def test_tasks_batch_size_epochs(maths, tmp_path):
+    result, *_ , journal = run(maths, tmp_path, tasks=6, batch_size=4, epochs=2)
+    assert [len(s.task_ids) for s in result.steps] == [4, 2, 4, 2]
+    assert [s.epoch for s in result.steps] == [0, 0, 1, 1]
+    assert {r["task_id"] for r in rollouts(journal)} == {t.id for t in maths.tasks[:6]}
+
+
+def test_group_size(maths, tmp_path):
+    *_, journal = run(maths, tmp_path, tasks=2, group_size=5)
+    assert Counter(r["task_id"] for r in rollouts(journal)) == {t.id: 5 for t in maths.tasks[:2]}
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_shuffle_reorders_each_epoch(maths, tmp_path, shuffle):
+    result, *_ = run(maths, tmp_path, tasks=8, batch_size=8, epochs=2, shuffle=shuffle)
+    first, second = (s.task_ids for s in result.steps)
+    plain = [t.id for t in maths.tasks[:8]]
+    assert (first != plain and first != second) if shuffle else (first == second == plain)
+
+
+def test_seed_changes_order_and_sampling(maths, tmp_path):
+    a, ca, *_ = run(maths, tmp_path / "a", tasks=8, batch_size=8, seed=1)
+    b, cb, *_ = run(maths, tmp_path / "b", tasks=8, batch_size=8, seed=2)
+    assert a.steps[0].task_ids != b.steps[0].task_ids
+    assert {r.seed for r in ca.requests}.isdisjoint({r.seed for r in cb.requests})
+
+
+def test_temperatures_and_max_tokens_reach_the_model(maths, tmp_path):
+    _, client, *_ = run(maths, tmp_path, tasks=4, temperature=1.3, learning_temperature=0.1, max_tokens=99)
+    team = [r for r in client.requests if r.schema is None]
+    learning = [r for r in client.requests if r.schema is not None]
+    assert team and all(r.settings["temperature"] == 1.3 and r.settings["max_tokens"] == 99 for r in team)
+    assert learning and all(r.settings["temperature"] == 0.1 for r in learning)
+
+
+def test_rollout_timeout_cancels_slow_teams(maths, tmp_path):
+    result, client, _, journal = run(maths, tmp_path, FakeClient(latency=0.5), tasks=2, group_size=2, rollout_timeout=0.2)
+    assert all(r["error"].startswith("timeout") for r in rollouts(journal))
+    assert result.steps[0].calls["rollout"].failures == 4
+
+
+class Counting(FakeClient):
+    def __init__(self):
+        super().__init__(latency=0.01)
+        self.now = self.peak = 0
+
+    async def create(self, messages, **kwargs):
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            return await super().create(messages, **kwargs)
+        finally:
+            self.now -= 1
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_concurrency_bounds_calls_in_flight(maths, tmp_path, limit):
+    client = Counting()
+    run(maths, tmp_path, client, tasks=4, group_size=3, concurrency=limit)
+    assert client.peak == limit
+
+
+def test_ground_truth_off_rewards_the_majority():
+    task = Task(id="t", question="?", answer="7")
+    group = Group(task=task, rollouts=[Rollout(task_id="t", index=i, traces=[], answer=a) for i, a in enumerate(["5", "5", "7"])])
+    from mas.scenario import load_scenario
+
+    maths = load_scenario("maths")
+    assert reward(maths, group, ground_truth=True).rewards == [0, 0, 1]
+    assert reward(maths, group, ground_truth=False).rewards == [1, 1, 0]
+
+
+def test_ground_truth_off_hides_the_answer_from_the_advantage(maths, tmp_path):
+    _, client, *_ = run(maths, tmp_path, tasks=8, ground_truth=False)
+    prompts = [r.messages[0] for r in client.requests if r.schema is not None and r.schema.__name__ == "Advantage"]
+    assert prompts and all("Correct answer: unknown" in p for p in prompts)
+
+
+def three_lessons(request):
+    if request.schema is not None and request.schema.__name__ == "Advantage":
+        n = int(request.unit() * 1000)
+        return json.dumps({"decisive_role": "solver", "reason": "r", "lessons": [
+            {"role": "solver", "text": f"When solving task kind {n}-{i}, check twice."} for i in range(3)]})
+    return default_respond(request)
+
+
+def test_lessons_per_group_caps_proposals(maths, tmp_path):
+    _, client, *_ = run(maths, tmp_path, FakeClient(three_lessons), tasks=8, batch_size=8, lessons_per_group=1)
+    edit = next(r for r in client.requests if r.schema is EditBatch)
+    informative = sum(1 for r in client.requests if r.schema is not None and r.schema.__name__ == "Advantage")
+    assert edit.messages[0].count("- (solver)") == informative  # one of the three per group
+
+
+def test_max_lessons_caps_each_library(maths, tmp_path):
+    _, client, store, _ = run(maths, tmp_path, FakeClient(three_lessons), tasks=8, batch_size=8, max_lessons=2)
+    assert len(store.head("solver").lessons) == 2
+    assert any("at most 2 lessons" in r.system for r in client.requests if r.schema is EditBatch)
+
+
+def test_eval_knobs(maths):
+    client = FakeClient()
+    result = asyncio.run(evaluate(maths, client=client, heads=None, config=EvalConfig(tasks=3, k=4, temperature=0.9, max_tokens=50)))
+    assert len(result.tasks) == 3 and all(len(t.rewards) == 4 for t in result.tasks)
+    assert all(r.settings["temperature"] == 0.9 and r.settings["max_tokens"] == 50 for r in client.requests)
+    assert {t.task_id for t in result.tasks} == {t.id for t in maths.held_out[:3]}
