@@ -51,6 +51,10 @@ def train_command(
     tasks: Optional[int] = typer.Option(None, min=1, help="Use the first N training tasks."),
     no_ground_truth: bool = typer.Option(False, help="Reward against the group's majority answer."),
     temperature: float = typer.Option(0.7, min=0.0, max=2.0),
+    max_tokens: int = typer.Option(256, min=16, help="Completion cap per team call."),
+    max_lessons: int = typer.Option(8, min=1, help="Lessons per library at most."),
+    shuffle: bool = typer.Option(True, help="Reorder the tasks each epoch."),
+    rollout_timeout: float = typer.Option(300.0, min=1.0, help="Seconds before a rollout is cancelled."),
     concurrency: int = typer.Option(4, min=1, help="Model calls in flight."),
     seed: int = 0,
     library: LibraryOpt = None,
@@ -62,6 +66,7 @@ def train_command(
     spec = load_scenario(scenario)
     config = TrainConfig(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
+        max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=not no_ground_truth,
     )  # fmt: skip
     store = LibraryStore(library or HOME / "libraries" / f"{spec.name}.json")
@@ -97,6 +102,8 @@ def eval_command(
     tasks: Optional[int] = typer.Option(None, min=1, help="Evaluate on the first N held-out tasks."),
     library: LibraryOpt = None,
     no_library: bool = typer.Option(False, help="Only the baseline, no library."),
+    temperature: float = typer.Option(0.7, min=0.0, max=2.0),
+    max_tokens: int = typer.Option(256, min=16, help="Completion cap per team call."),
     concurrency: int = typer.Option(4, min=1),
     seed: int = 0,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
@@ -105,7 +112,7 @@ def eval_command(
 ) -> None:
     """Mean@k of the team without and with the learned libraries, on the same tasks and seeds."""
     spec = load_scenario(scenario)
-    config = EvalConfig(k=k, tasks=tasks, concurrency=concurrency, seed=seed)
+    config = EvalConfig(k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed)
     path = library or HOME / "libraries" / f"{spec.name}.json"
     if library and not path.exists():
         raise UserError(f"{path}: no such library file")
@@ -172,6 +179,7 @@ def library_export(
     which: Annotated[str, typer.Argument(help="A scenario name or a library file.")],
     format: str = typer.Option("markdown", help="markdown, or prompt (the exact block a role's prompt gets)."),
     role: Optional[str] = typer.Option(None, help="The role, for --format prompt."),
+    task: Optional[str] = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
 ) -> None:
     """Export the latest libraries as Markdown, or one role's prompt block."""
     store = _store(which)
@@ -180,7 +188,7 @@ def library_export(
     elif format == "prompt":
         if role is None:
             raise UserError("--format prompt needs --role")
-        print(role_block(store.heads(), role))
+        print(role_block(store.heads(), role, task=task))
     else:
         raise UserError(f"--format {format!r}: expected markdown or prompt")
 

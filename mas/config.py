@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .budget import Budget
+from .promotion import PromotionPolicy
+
 
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -42,6 +45,12 @@ class TrainConfig(BaseModel):
     max_lessons: int = Field(8, ge=1)
     """Target size of each library, stated to the edit call; adds past it are refused."""
 
+    # -- the hierarchy
+    budget: Budget = Budget()
+    """Token caps of the libraries and of the lessons injected into one prompt."""
+    promotion: PromotionPolicy = PromotionPolicy()
+    """When lessons move to the global library, and back."""
+
 
 class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -55,3 +64,5 @@ class EvalConfig(BaseModel):
     rollout_timeout: float = Field(300.0, gt=0)
     concurrency: int = Field(4, ge=1)
     seed: int = 0
+    budget: Budget = Budget()
+    """The same injection as in training."""

@@ -66,7 +66,7 @@ async def evaluate(
         }
         return await run_rollout(
             scenario, task, index, client=client, heads=heads, settings=settings,
-            timeout=config.rollout_timeout, meter=meter,
+            timeout=config.rollout_timeout, meter=meter, budget=config.budget,
         )  # fmt: skip
 
     scores = await asyncio.gather(*(score(t) for t in scenario.held_out[: config.tasks]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
+from .budget import Budget, select
 from .types import GLOBAL, Add, Delete, Edit, Keep, Lesson, Modify, Provenance, Rejected, Version
 
 _edit = TypeAdapter(Edit)
@@ -32,11 +33,17 @@ def lesson_id(library: str, number: int) -> str:
 
 
 def apply(
-    version: Version, edits: list[Edit], *, provenance: Provenance | None = None, limit: int | None = None
+    version: Version,
+    edits: list[Edit],
+    *,
+    provenance: Provenance | None = None,
+    limit: int | None = None,
+    shared: list[Lesson] = [],
 ) -> tuple[Version, list[Rejected]]:
     """Return the next version of the library and the edits that could not be applied.
 
     ``limit`` caps the number of lessons: an add past it is refused (delete or modify first).
+    ``shared``: lessons the role already gets from the global library; copies are refused.
 
     >>> v0 = Version(library="solver", number=0, lessons=[], next_id=1)
     >>> v1, bad = apply(v0, [Add(op="add", text="Check the units before answering.")])
@@ -46,7 +53,7 @@ def apply(
     lessons = {lesson.id: lesson for lesson in version.lessons}
     next_id, applied, rejected = version.next_id, [], []
     for edit in edits:
-        reason = _refusal(edit, lessons)
+        reason = _refusal(edit, lessons, shared)
         if not reason and isinstance(edit, Add) and limit is not None and len(lessons) >= limit:
             reason = f"library is full ({limit} lessons): modify or delete instead"
         if reason:
@@ -74,13 +81,13 @@ def apply(
     return new_version, rejected
 
 
-def _refusal(edit: Edit, lessons: dict[str, Lesson]) -> str | None:
+def _refusal(edit: Edit, lessons: dict[str, Lesson], shared: list[Lesson]) -> str | None:
     if isinstance(edit, (Modify, Delete)) and edit.id not in lessons:
         return f"unknown lesson id {edit.id!r}"
     text = getattr(edit, "text", None)
     if text is not None:
         normal = _normal(text)
-        for lesson in lessons.values():
+        for lesson in [*lessons.values(), *shared]:
             if _normal(lesson.text) == normal and getattr(edit, "id", None) != lesson.id:
                 return f"duplicate of {lesson.id}"
     return None
@@ -90,21 +97,24 @@ def _normal(text: str) -> str:
     return " ".join(text.lower().split()).rstrip(".")
 
 
-def render_block(global_library: Version | None, private: Version | None) -> str:
-    """The exact text placed in a role's system message: global lessons, then the role's own.
-
-    The order is stable (by id) so the prefix is identical across calls and provider prompt
-    caching can reuse it; training and inference use this one function.
-    """
+def render_block(shared: list[Lesson], own: list[Lesson]) -> str:
+    """The exact text placed in a role's system message: global lessons, then the role's own,
+    each in id order, so the prefix is identical across calls and provider prompt caching can
+    reuse it; training and inference both build it here."""
     sections = []
-    for title, version in (("Shared lessons", global_library), ("Your lessons", private)):
-        if version and version.lessons:
-            lines = [f"[{lesson.id}] {lesson.text}" for lesson in sorted(version.lessons, key=lambda l: l.id)]
+    for title, lessons in (("Shared lessons", shared), ("Your lessons", own)):
+        if lessons:
+            lines = [f"[{lesson.id}] {lesson.text}" for lesson in sorted(lessons, key=lambda l: l.id)]
             sections.append(f"{title}:\n" + "\n".join(lines))
     if not sections:
         return ""
     return "Lessons learned from earlier tasks (cite the ids you apply):\n" + "\n\n".join(sections)
 
 
-def role_block(heads: dict[str, Version], role: str) -> str:
-    return render_block(heads.get(GLOBAL), heads.get(role))
+def role_block(heads: dict[str, Version], role: str, *, task: str | None = None, budget: Budget = Budget()) -> str:
+    """The lesson block of ``role``'s prompt for ``task``, within ``budget``: the whole global
+    library (up to its cap), then the private lessons most relevant to the task."""
+    shared = select(heads.get(GLOBAL), limit=budget.global_tokens)
+    query = task if budget.inject == "relevant" else None
+    limit = budget.inject_tokens if budget.inject == "relevant" else budget.private_tokens
+    return render_block(shared, select(heads.get(role), limit=limit, query=query))

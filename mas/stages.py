@@ -25,7 +25,8 @@ from .library import apply, parse_edits
 from .meter import Meter
 from .scenario import Scenario
 from .team import render_trace, run_rollout
-from .types import Advantage, EditBatch, Group, Provenance, Rejected, RoleNote, Rollout, Summary, Task, Version, for_roles
+from .usage import PROMPT_LINE
+from .types import GLOBAL, Advantage, EditBatch, Group, Provenance, Rejected, RoleNote, Rollout, Summary, Task, Version, for_roles
 
 
 @dataclass
@@ -60,7 +61,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
         }
         result = await run_rollout(
             ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=settings,
-            timeout=ctx.config.rollout_timeout, meter=ctx.meter,
+            timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
         )  # fmt: skip
         ctx.journal.put("rollout", key, result.model_dump(mode="json"))
         return result
@@ -88,7 +89,10 @@ async def summarize(ctx: Context, group: Group) -> list[Summary]:
     roles = tuple(ctx.scenario.role_names)
 
     async def one(r: Rollout) -> Summary | None:
-        traces = "\n\n".join(f"## {t.role}\n{render_trace(t)}" for t in r.traces)
+        traces = "\n\n".join(
+            f"## {t.role} (lessons: {', '.join(PROMPT_LINE.findall(t.system_message)) or 'none'})\n{render_trace(t)}"
+            for t in r.traces
+        )
         return await _journaled(
             ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", for_roles(Summary, roles),
             question=group.task.question, answer=r.answer or "(none)", reward=f"{r.reward:g}", traces=traces,
@@ -133,7 +137,8 @@ async def edit(ctx: Context, role: str, proposals: list[str]) -> tuple[list, lis
 
 
 def apply_edits(ctx: Context, role: str, edits: list, rejected: list[Rejected], provenance: Provenance) -> Version:
-    version, refused = apply(ctx.heads[role], edits, provenance=provenance, limit=ctx.config.max_lessons)
+    shared = ctx.heads[GLOBAL].lessons
+    version, refused = apply(ctx.heads[role], edits, provenance=provenance, limit=ctx.config.max_lessons, shared=shared)
     return version.model_copy(update={"rejected": rejected + refused})
 
 

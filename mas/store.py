@@ -180,11 +180,12 @@ class LibraryStore:
                 return v
         raise UserError(f"{self.path}: library {library!r} has no version {number}")
 
-    def has_provenance(self, run: str, epoch: int, step: int) -> bool:
-        """Whether a training step was already applied, so a resumed run skips it."""
+    def has_provenance(self, run: str, epoch: int, step: int, stage: str = "edit") -> bool:
+        """Whether a training step (or its promotion or budget pass) was already applied, so
+        a resumed run skips it."""
         return any(
             v.provenance is not None
-            and (v.provenance.run, v.provenance.epoch, v.provenance.step) == (run, epoch, step)
+            and (v.provenance.run, v.provenance.epoch, v.provenance.step, v.provenance.stage) == (run, epoch, step, stage)
             for v in self._load()
         )
 

@@ -22,6 +22,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 
+from .budget import Budget
 from .clients import Delegating
 from .library import role_block
 from .meter import Meter
@@ -30,9 +31,9 @@ from .tools import TOOLS
 from .types import RoleTrace, Rollout, Task, ToolCall, Turn, Version
 
 
-def system_message(role: Role, heads: dict[str, Version]) -> str:
-    """The role's prompt then its library block: the same text in training and at inference."""
-    block = role_block(heads, role.name)
+def system_message(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> str:
+    """The role's prompt then its lesson block: the same text in training and at inference."""
+    block = role_block(heads, role.name, task=task, budget=budget)
     return role.system_prompt.strip() + (f"\n\n{block}" if block else "")
 
 
@@ -76,9 +77,10 @@ async def run_rollout(
     settings: dict[str, Any],
     timeout: float,
     meter: Meter,
+    budget: Budget = Budget(),
 ) -> Rollout:
     """One run of the whole team on ``task``. Never raises for model or team failures."""
-    prompts = {role.name: system_message(role, heads) for role in scenario.roles}
+    prompts = {role.name: system_message(role, heads, task=task.question, budget=budget) for role in scenario.roles}
     team = build_team(scenario.roles, Seeded(client, settings=settings, meter=meter), prompts)
     messages, error = await _run(team, task.question, timeout)
     if error:

@@ -17,7 +17,7 @@ from typing import Callable
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
-from . import stages
+from . import hierarchy, stages, usage
 from .clients import Limited
 from .config import TrainConfig
 from .errors import UserError
@@ -39,6 +39,10 @@ class StepReport(BaseModel):
     """Edits applied per library."""
     rejected: dict[str, list[Rejected]] = {}
     """Edits refused per library, each with its reason."""
+    retired: dict[str, int] = {}
+    """Lessons deleted per library to bring it back within its token budget."""
+    promoted: int = 0
+    demoted: int = 0
     skipped_groups: int = 0
     """Informative groups whose advantage reply was unusable."""
     calls: dict[str, StageCount] = {}
@@ -76,6 +80,11 @@ async def train(
                     run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name
                 )
                 report = await _step(scenario, batch, config, client, store, journal, provenance)
+                last = step == -(-len(tasks) // config.batch_size) - 1
+                if config.promotion.cadence == "step" or (config.promotion.cadence == "epoch" and last):
+                    moves = hierarchy.promote(store, config.promotion, provenance, budget=config.budget)
+                    report.promoted = sum(m.kind == "promote" for m in moves)
+                    report.demoted = sum(m.kind == "demote" for m in moves)
                 journal.put("step", prefix, done := report.model_dump(mode="json"))
                 on_step(report)
             reports.append(StepReport.model_validate(done))
@@ -90,12 +99,12 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     async def learn(task: Task):
         group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
         if not group.informative:
-            return group, None
+            return group, None, None
         summaries = await stages.summarize(ctx, group)
-        return group, await stages.advantage(ctx, group, summaries)
+        return group, summaries, await stages.advantage(ctx, group, summaries)
 
     results = await asyncio.gather(*(learn(task) for task in batch))
-    advantages = [adv for _, adv in results if adv is not None]
+    advantages = [adv for _, _, adv in results if adv is not None]
     routed = stages.proposals_by_role(ctx, advantages)
     batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
     versions, applied, rejected = [], {}, {}
@@ -108,8 +117,12 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
             versions.append(version)
     if not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
         store.commit(versions)
-    rewards = [r.reward for group, _ in results for r in group.rollouts]
-    informative = sum(group.informative for group, _ in results)
+    p = provenance
+    events = [e for g, s, _ in results for e in usage.events(g, s, run=p.run, epoch=p.epoch, step=p.step)]
+    hierarchy.record_usage(store, events, provenance)
+    retired = hierarchy.enforce_budgets(store, config.budget, provenance)
+    rewards = [r.reward for group, _, _ in results for r in group.rollouts]
+    informative = sum(group.informative for group, _, _ in results)
     return StepReport(
         epoch=provenance.epoch,
         step=provenance.step,
@@ -119,6 +132,7 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         mean_reward=sum(rewards) / len(rewards),
         applied=applied,
         rejected={k: v for k, v in rejected.items() if v},
+        retired={v.library: len(v.edits) for v in retired},
         skipped_groups=informative - len(advantages),
         calls=meter.snapshot(),
         seconds=round(time.perf_counter() - started, 3),

@@ -46,6 +46,8 @@ class Provenance(Frozen):
     step: int
     task_ids: list[str] = []
     model: str = ""
+    stage: Literal["edit", "promotion", "budget"] = "edit"
+    """What made the version: the step's edit batch, a promotion pass, or a budget retirement."""
 
 
 class Add(Frozen):
@@ -152,6 +154,8 @@ class Group(Frozen):
 class RoleNote(BaseModel):
     role: str
     note: str = Field(max_length=600)
+    applied: list[str] = Field(default=[], max_length=16)
+    """Ids of the lessons the trace shows the role following (the summarizer's judgement)."""
 
 
 class Summary(BaseModel):
@@ -207,3 +211,30 @@ def for_roles(schema: type[BaseModel], roles: tuple[str, ...]) -> type[BaseModel
             "Advantage", __base__=Advantage, decisive_role=(role, ...), lessons=(list[lesson], Field(max_length=3))
         )  # overriding fields keeps their order: decisive_role, lessons, reason
     raise ValueError(f"no role fields in {schema.__name__}")
+
+
+# -- usage (what each role applied, and how its rollout fared) ------------------------------
+
+
+class UsageEvent(Frozen):
+    """One role in one rollout: the lessons it had, the ones it applied, and the outcome."""
+
+    schema_version: int = SCHEMA_VERSION
+    run: str
+    epoch: int
+    step: int
+    task_id: str
+    rollout: int
+    role: str
+    in_prompt: list[str]
+    cited: list[str] = []
+    """Lesson ids the role named in its own messages."""
+    judged: list[str] = []
+    """Lesson ids the summarizer judged the role to have applied."""
+    reward: float
+    advantage: float
+    """(r - mean) / std within the group; 0 when the group's rewards are all equal."""
+
+    @property
+    def applied(self) -> list[str]:
+        return sorted(set(self.cited) | set(self.judged))

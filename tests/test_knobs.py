@@ -132,3 +132,14 @@ def test_eval_knobs(maths):
     assert len(result.tasks) == 3 and all(len(t.rewards) == 4 for t in result.tasks)
     assert all(r.settings["temperature"] == 0.9 and r.settings["max_tokens"] == 50 for r in client.requests)
     assert {t.task_id for t in result.tasks} == {t.id for t in maths.held_out[:3]}
+
+
+def test_eval_seed_concurrency_and_timeout(maths):
+    config = EvalConfig(tasks=2, k=2, seed=5, concurrency=1)
+    client = Counting()
+    asyncio.run(evaluate(maths, client=client, heads=None, config=config))
+    other = FakeClient()
+    asyncio.run(evaluate(maths, client=other, heads=None, config=config.model_copy(update={"seed": 6})))
+    assert client.peak == 1 and {r.seed for r in client.requests}.isdisjoint({r.seed for r in other.requests})
+    slow = asyncio.run(evaluate(maths, client=FakeClient(latency=0.5), heads=None, config=EvalConfig(tasks=1, rollout_timeout=0.1)))
+    assert slow.tasks[0].rewards == [0.0] and slow.calls["rollout"].failures == 1

@@ -47,7 +47,7 @@ def test_one_malformed_edit_among_valid_ones():
 def test_render_block_is_stable_and_global_first():
     mine = Version(library="solver", number=1, next_id=3, lessons=[Lesson(id="solver/0002", text="B."), Lesson(id="solver/0001", text="A.")])
     shared = Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="G.")])
-    block = render_block(shared, mine)
+    block = render_block(shared.lessons, mine.lessons)
     assert block.index("[global/0001]") < block.index("[solver/0001]") < block.index("[solver/0002]")
-    assert render_block(shared, mine) == block
-    assert render_block(None, v0()) == ""
+    assert render_block(shared.lessons, list(reversed(mine.lessons))) == block
+    assert render_block([], []) == ""
