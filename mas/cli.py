@@ -24,15 +24,19 @@ from typer.exceptions import TyperException
 from .clients import open_client
 from .config import EvalConfig, TrainConfig
 from .errors import UserError
+from .budget import Budget
 from .evaluate import EvalResult, evaluate
-from .library import role_block
+from .promotion import PromotionPolicy
+from .transfer import transfer
+from .cli_library import _print_lessons, graph_app, library_app, promote_command
 from .scenario import HOME, load_scenario
-from .store import LibraryStore, diff, export_markdown
+from .store import LibraryStore
 from .train import StepReport, train
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Train per-role lesson libraries for a team of agents.")
-library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 app.add_typer(library_app, name="library")
+app.add_typer(graph_app, name="graph")
+app.command("promote")(promote_command)
 out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
 
 Model = Annotated[str, typer.Option("--model", help="local (embedded SmolLM2-135M), openai:MODEL, or fake.")]
@@ -56,6 +60,8 @@ def train_command(
     shuffle: bool = typer.Option(True, help="Reorder the tasks each epoch."),
     rollout_timeout: float = typer.Option(300.0, min=1.0, help="Seconds before a rollout is cancelled."),
     concurrency: int = typer.Option(4, min=1, help="Model calls in flight."),
+    inject: str = typer.Option("relevant", help="Private lessons in a prompt: relevant (BM25, within budget) or all."),
+    promote_every: str = typer.Option("epoch", help="Promotion passes: epoch, step or off."),
     seed: int = 0,
     library: LibraryOpt = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Run directory; an existing one is resumed.")] = None,
@@ -68,6 +74,8 @@ def train_command(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=not no_ground_truth,
+        budget=Budget(inject=_choice("--inject", inject, ("relevant", "all"))),
+        promotion=PromotionPolicy(cadence=_choice("--promote-every", promote_every, ("epoch", "step", "off"))),
     )  # fmt: skip
     store = LibraryStore(library or HOME / "libraries" / f"{spec.name}.json")
     store.heads()  # a corrupt library file stops us here, before anything is written
@@ -141,92 +149,54 @@ def eval_command(
     out.print(table)
 
 
-@library_app.command("show")
-def library_show(
-    which: Annotated[str, typer.Argument(help="A scenario name or a library file.")],
-    role: Optional[str] = typer.Option(None, help="Only this library."),
-    version: Optional[int] = typer.Option(None, help="This version instead of the latest (needs --role)."),
+@app.command("transfer")
+def transfer_command(
+    scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
+    model: Model = "local",
+    k: int = typer.Option(1, min=1, help="Rollouts per task."),
+    tasks: Optional[int] = typer.Option(None, min=1, help="The first N held-out tasks."),
+    library: LibraryOpt = None,
+    concurrency: int = typer.Option(4, min=1),
+    seed: int = 0,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
 ) -> None:
-    """The lessons of each library, with their provenance."""
-    store = _store(which)
-    if version is not None:
-        if role is None:
-            raise UserError("--version needs --role")
-        heads = {role: store.version(role, version)}
-    else:
-        heads = {name: v for name, v in store.heads().items() if role in (None, name)}
-        if role is not None and not heads:
-            raise UserError(f"{store.path}: unknown library {role!r} (has {', '.join(store.libraries()) or 'none'})")
-    _print_lessons(heads, provenance=True)
-
-
-@library_app.command("diff")
-def library_diff(
-    which: Annotated[str, typer.Argument(help="A scenario name or a library file.")],
-    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
-    old: Annotated[int, typer.Argument(help="Old version number.")],
-    new: Annotated[Optional[int], typer.Argument(help="New version number [latest].")] = None,
-) -> None:
-    """What changed in ROLE's library between two versions."""
-    store = _store(which)
-    newer = store.head(role) if new is None else store.version(role, new)
-    for line in diff(store.version(role, old), newer) or ["(no change)"]:
-        out.print(line, highlight=False, markup=False)
-
-
-@library_app.command("export")
-def library_export(
-    which: Annotated[str, typer.Argument(help="A scenario name or a library file.")],
-    format: str = typer.Option("markdown", help="markdown, or prompt (the exact block a role's prompt gets)."),
-    role: Optional[str] = typer.Option(None, help="The role, for --format prompt."),
-    task: Optional[str] = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
-) -> None:
-    """Export the latest libraries as Markdown, or one role's prompt block."""
-    store = _store(which)
-    if format == "markdown":
-        print(export_markdown(store.heads()))
-    elif format == "prompt":
-        if role is None:
-            raise UserError("--format prompt needs --role")
-        print(role_block(store.heads(), role, task=task))
-    else:
-        raise UserError(f"--format {format!r}: expected markdown or prompt")
-
-
-@library_app.command("rollback")
-def library_rollback(
-    which: Annotated[str, typer.Argument(help="A scenario name or a library file.")],
-    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
-    version: Annotated[int, typer.Argument(help="The version to return to.")],
-) -> None:
-    """Make a new version of ROLE's library equal to an earlier one."""
-    store = _store(which)
-    store.version(role, version)  # fails cleanly on an unknown version
-    made = store.rollback(role, version)
-    out.print(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
-
-
-def _store(which: str) -> LibraryStore:
-    path = Path(which) if which.endswith(".json") else HOME / "libraries" / f"{which}.json"
+    """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons."""
+    spec = load_scenario(scenario)
+    path = library or HOME / "libraries" / f"{spec.name}.json"
     if not path.exists():
         raise UserError(f"{path}: no such library file")
-    return LibraryStore(path)
+    heads = LibraryStore(path).heads()
+    config = EvalConfig(k=k, tasks=tasks, concurrency=concurrency, seed=seed)
+
+    async def main():
+        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+            return await transfer(spec, client=client, heads=heads, config=config, on_run=lambda label: err.print(f"eval: {label}"))
+
+    result = _run(main())
+    if as_json:
+        print(result.model_dump_json(indent=1))
+        return
+    roles = spec.role_names
+    table = Table("lessons of \\ into", *roles, title=f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI")
+    for a in roles:
+        cells = {c.target: c for c in result.cells if c.source == a}
+        table.add_row(a, *(f"{cells[b].delta:+.2f} [{cells[b].low:+.2f},{cells[b].high:+.2f}]" for b in roles))
+    out.print(table)
 
 
-def _print_lessons(heads, *, provenance: bool = False) -> None:
-    for name, v in heads.items():
-        out.print(f"[bold]{name}[/bold] v{v.number}: {len(v.lessons)} lessons")
-        for lesson in v.lessons:
-            out.print(f"  [{lesson.id}] {lesson.text}", highlight=False, markup=False)
-        if provenance and v.provenance:
-            p = v.provenance
-            out.print(f"  (run {p.run}, epoch {p.epoch}, step {p.step}, model {p.model}, tasks {', '.join(p.task_ids)})", markup=False)
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UserError(f"{option} {value!r}: expected {' or '.join(allowed)}")
+    return value
 
 
 def _step_line(r: StepReport) -> str:
     applied = ", ".join(f"{k} {v} edits" for k, v in r.applied.items()) or "no edits"
     refused = sum(len(v) for v in r.rejected.values())
     applied += f" ({refused} refused)" if refused else ""
+    applied += "".join(f", {n} {what}" for n, what in ((sum(r.retired.values()), "retired"), (r.promoted, "promoted"), (r.demoted, "demoted")) if n)
     calls = sum(c.calls for c in r.calls.values())
     failures = sum(c.failures for c in r.calls.values())
     return (

@@ -141,7 +141,7 @@ def _request(messages, tools, json_output, extra) -> Request:
 
 _EXPRESSION = re.compile(r"[\d(][\d\s+\-*/().]*[+\-*/][\d\s+\-*/().]*\d\)?")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_LESSON = re.compile(r"^\[[\w-]+/\d{4}\]", re.M)
+_LESSON = re.compile(r"^\[([\w-]+/\d{4})\]", re.M)
 
 
 def default_respond(request: Request) -> Reply:
@@ -151,10 +151,11 @@ def default_respond(request: Request) -> Reply:
     role = _role(request.system)
     if role == "solver":
         return _solve(request, task)
+    cited = "".join(f" Applying [{i}]." for i in _LESSON.findall(request.system) if request.unit(i) < 0.5)
     if role == "verifier":
         numbers = _NUMBER.findall(" ".join(request.messages[1:]) or task)
-        return f"The solver's work checks out. ANSWER: {numbers[-1] if numbers else 0}"
-    return "Plan: find the numbers in the question, write the arithmetic, compute it with the calculator."
+        return f"The solver's work checks out.{cited} ANSWER: {numbers[-1] if numbers else 0}"
+    return f"Plan: find the numbers in the question, write the arithmetic, compute it with the calculator.{cited}"
 
 
 def _role(system: str) -> str:

@@ -1,0 +1,85 @@
+"""The transfer study: what does role A's library do for role B?
+
+Cell (A, B) is the change in Mean@k when B's prompt gets A's lessons, on held-out tasks with
+paired seeds: for A != B, B with A's lessons added against the current libraries; on the
+diagonal, A with its own lessons against A with none. The interval is a paired bootstrap over
+tasks (95%).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from autogen_core.models import ChatCompletionClient
+from pydantic import BaseModel
+
+from .config import EvalConfig
+from .evaluate import EvalResult, evaluate
+from .scenario import Scenario
+from .types import Version
+
+
+class Cell(BaseModel):
+    source: str
+    """A: the role whose lessons are injected."""
+    target: str
+    """B: the role whose prompt gets them."""
+    lessons: int
+    delta: float
+    low: float
+    high: float
+
+
+class TransferResult(BaseModel):
+    baseline: float
+    tasks: int
+    k: int
+    cells: list[Cell]
+
+
+async def transfer(
+    scenario: Scenario,
+    *,
+    client: ChatCompletionClient,
+    heads: dict[str, Version],
+    config: EvalConfig = EvalConfig(),
+    on_run: Callable[[str], None] = lambda label: None,
+) -> TransferResult:
+    roles = scenario.role_names
+
+    async def run(label: str, injected: dict[str, Version]) -> EvalResult:
+        on_run(label)
+        return await evaluate(scenario, client=client, heads=injected, config=config)
+
+    base = await run("current libraries", heads)
+    cells = []
+    for a in roles:
+        lessons = heads[a].lessons if a in heads else []
+        for b in roles:
+            if not lessons:  # nothing to inject: no run needed
+                cells.append(Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0))
+                continue
+            if a == b:
+                with_, without = base, await run(f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)})
+            else:
+                with_, without = await run(f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)}), base
+            delta, low, high = paired_bootstrap(with_, without, seed=config.seed)
+            cells.append(Cell(source=a, target=b, lessons=len(lessons), delta=delta, low=low, high=high))
+    return TransferResult(baseline=base.mean_at_k, tasks=len(base.tasks), k=config.k, cells=cells)
+
+
+def _with(heads: dict[str, Version], role: str, extra: list, *, keep: bool = True) -> Version:
+    own = heads.get(role) or Version(library=role, number=0, lessons=[], next_id=1)
+    return own.model_copy(update={"lessons": (own.lessons if keep else []) + list(extra)})
+
+
+def paired_bootstrap(a: EvalResult, b: EvalResult, *, seed: int = 0, rounds: int = 2000) -> tuple[float, float, float]:
+    """Mean difference of per-task Mean@k (a - b) and its 95% percentile interval."""
+    means_a = {t.task_id: sum(t.rewards) / len(t.rewards) for t in a.tasks}
+    diffs = [means_a[t.task_id] - sum(t.rewards) / len(t.rewards) for t in b.tasks]
+    if not diffs:
+        return 0.0, 0.0, 0.0
+    rng = random.Random(seed)
+    samples = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(rounds))
+    return sum(diffs) / len(diffs), samples[int(0.025 * rounds)], samples[int(0.975 * rounds) - 1]
