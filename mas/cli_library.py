@@ -150,6 +150,12 @@ def graph_export(
     store = _store(which)
     heads = store.heads()
     graph = usage_graph.build(UsageLog.beside(store.path).events(), heads)
+    for name in store.libraries():  # lessons merged or retired since keep their last text
+        for version in store.versions(name):
+            for lesson in version.lessons:
+                node = graph.nodes.get(f"lesson:{lesson.id}")
+                if node is not None and "text" not in node:
+                    node.update(text=lesson.text, library=name, gone=True)
     target = output or store.path.with_suffix(f".graph.{format}")
     if format == "graphml":
         nx.write_graphml(graph, target)

@@ -1,7 +1,7 @@
 """A self-contained HTML view of the usage graph: roles, lessons, evidence, promotions.
 
 No script and nothing fetched: an inline SVG with roles on the left and lessons on the right
-(global first), one line per role -> lesson edge, green when the lesson reliably helps the
+(global first; grey text: merged or retired), one line per role -> lesson edge, green when it reliably helps the
 role, red when it reliably hurts, grey otherwise; hover a line or a lesson for its numbers.
 Below it, the promotion and demotion log with the evidence of each move.
 """
@@ -13,7 +13,7 @@ import math
 
 import networkx as nx
 
-ROW, TOP, LEFT, RIGHT, WIDTH = 26, 40, 150, 520, 1100
+ROW, TOP, LEFT, RIGHT, WIDTH = 26, 40, 150, 520, 1250
 
 
 def render(graph: nx.DiGraph, moves: list[dict], *, title: str) -> str:
@@ -26,8 +26,8 @@ def render(graph: nx.DiGraph, moves: list[dict], *, title: str) -> str:
     parts += [_label(LEFT - 10, y[r], graph.nodes[r]["name"], anchor="end", bold=True) for r in roles]
     for n in lessons:
         d = graph.nodes[n]
-        text = f"{d['name']}  {d.get('text', '(no longer in a library)')}"
-        parts.append(_label(RIGHT + 10, y[n], text[:90], title=d.get("text", "")))
+        text = f"{d['name']}  {d.get('text', '')}" + ("  (gone)" if d.get("gone") else "")
+        parts.append(_label(RIGHT + 10, y[n], text[:110], title=d.get("text", ""), faded=d.get("gone", False)))
     height = TOP + span + ROW
     svg = f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}">{"".join(parts)}</svg>'
     return _PAGE.format(title=html.escape(title), svg=svg, moves=_moves_table(moves), roles=len(roles), lessons=len(lessons))
@@ -49,8 +49,8 @@ def _edge(graph: nx.DiGraph, role: str, lesson: str, y: dict) -> str:
     )
 
 
-def _label(x: float, y: float, text: str, *, anchor: str = "start", bold: bool = False, title: str = "") -> str:
-    weight = ' font-weight="bold"' if bold else ""
+def _label(x, y, text: str, *, anchor: str = "start", bold: bool = False, title: str = "", faded: bool = False) -> str:
+    weight = ' font-weight="bold"' if bold else ' fill="#888"' if faded else ""
     tip = f"<title>{html.escape(title)}</title>" if title else ""
     return f'<text x="{x}" y="{y + 4:.0f}" text-anchor="{anchor}" font-size="13"{weight}>{html.escape(text)}{tip}</text>'
 
