@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mas.errors import UserError
-from mas.types import Task
+from mas.types import Passage, Task
 
 
 def load_jsonl(path: str | Path, *, limit: int | None = None) -> list[Task]:
     """The tasks in ``path``, in file order; at most ``limit`` of them when given.
 
-    Fields other than ``id``, ``question``, ``answer`` and ``level`` are ignored, so the
-    shared GSM8K and DAPO files load as they are.
+    Also read when present: ``level`` (an integer), ``answer_aliases`` and ``passages``
+    (multi-hop QA); other fields are ignored, so the shared benchmark files load as they are.
     """
     if limit is not None and limit < 1:
         raise UserError(f"limit must be at least 1, got {limit}")
@@ -85,6 +85,8 @@ def to_task(record: object, where: str) -> Task:
         question=text_field(record, "question", where, numbers=False),
         answer=answer_field(record, where),
         level=level_field(record, where),
+        aliases=aliases_field(record, where),
+        passages=passages_field(record, where),
     )
 
 
@@ -119,11 +121,31 @@ def answer_field(record: dict, where: str) -> str:
 
 
 def level_field(record: dict, where: str) -> int | None:
+    """A difficulty number; other kinds of ``level`` (HotpotQA's "hard") are not ours to read."""
     value = record.get("level")
-    if value is None:
-        return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"{where}: field 'level' must be an integer, got {json_type(value)}")
+        return None
+    return value
+
+
+def passages_field(record: dict, where: str) -> list[Passage]:
+    """The documents a searcher may search: a list of ``{title, text}`` objects."""
+    value = record.get("passages", [])
+    if not isinstance(value, list):
+        raise UserError(f"{where}: field 'passages' must be a list, got {json_type(value)}")
+    out = []
+    for i, item in enumerate(value):
+        ok = isinstance(item, dict) and isinstance(item.get("title"), str) and isinstance(item.get("text"), str)
+        if not ok:
+            raise UserError(f"{where}: field 'passages[{i}]' must be an object with string 'title' and 'text'")
+        out.append(Passage(title=item["title"], text=item["text"]))
+    return out
+
+
+def aliases_field(record: dict, where: str) -> list[str]:
+    value = record.get("answer_aliases", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: field 'answer_aliases' must be a list of strings")
     return value
 
 

@@ -37,14 +37,14 @@ def system_message(role: Role, heads: dict[str, Version], *, task: str | None = 
     return role.system_prompt.strip() + (f"\n\n{block}" if block else "")
 
 
-def build_team(roles: list[Role], client: ChatCompletionClient, prompts: dict[str, str]) -> RoundRobinGroupChat:
+def build_team(roles: list[Role], client: ChatCompletionClient, prompts: dict[str, str], task: Task) -> RoundRobinGroupChat:
     agents = [
         AssistantAgent(
             role.name,
             model_client=client,
             system_message=prompts[role.name],
             description=role.description,
-            tools=[TOOLS[name] for name in role.tools] or None,
+            tools=[TOOLS[name](task) for name in role.tools] or None,
             reflect_on_tool_use=role.reflect and bool(role.tools),
             max_tool_iterations=role.tool_rounds,
             tool_call_summary_format=role.tool_summary,
@@ -81,7 +81,7 @@ async def run_rollout(
 ) -> Rollout:
     """One run of the whole team on ``task``. Never raises for model or team failures."""
     prompts = {role.name: system_message(role, heads, task=task.question, budget=budget) for role in scenario.roles}
-    team = build_team(scenario.roles, Seeded(client, settings=settings, meter=meter), prompts)
+    team = build_team(scenario.roles, Seeded(client, settings=settings, meter=meter), prompts, task)
     messages, error = await _run(team, task.question, timeout)
     if error:
         meter.fail("rollout")

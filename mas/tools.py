@@ -1,10 +1,17 @@
-"""Tools that roles may name in their ``tools`` list."""
+"""Tools that roles may name in their ``tools`` list.
+
+Each name maps to a factory that builds the tool for one task, so a tool can see the task's
+own material (a searcher's passages) and nothing shared between rollouts can leak.
+"""
 
 from __future__ import annotations
 
-from autogen_core.tools import FunctionTool
+from typing import Callable
+
+from autogen_core.tools import BaseTool, FunctionTool
 
 from .calculator import calculate
+from .types import Task
 
 
 def calculator(expression: str) -> str:
@@ -12,4 +19,6 @@ def calculator(expression: str) -> str:
     return calculate(expression)
 
 
-TOOLS = {"calculator": FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)}
+_CALCULATOR = FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)
+
+TOOLS: dict[str, Callable[[Task], BaseTool]] = {"calculator": lambda task: _CALCULATOR}

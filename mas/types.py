@@ -22,6 +22,11 @@ class Frozen(BaseModel):
 # -- tasks -------------------------------------------------------------------------------
 
 
+class Passage(Frozen):
+    title: str
+    text: str
+
+
 class Task(Frozen):
     id: str
     question: str
@@ -29,6 +34,10 @@ class Task(Frozen):
     """Ground truth; None when the scenario is trained without it."""
     level: int | None = None
     """Difficulty, for generated packs."""
+    aliases: list[str] = []
+    """Other answers that count as right (multi-hop QA)."""
+    passages: list[Passage] = []
+    """The documents the task's search tools see (multi-hop QA)."""
 
 
 # -- lessons and libraries ---------------------------------------------------------------

@@ -19,9 +19,10 @@ from mas.errors import UserError
 from mas.fake import FakeClient
 from mas.texttools import action_schema, as_text, parse_action
 from mas.tools import TOOLS
-from mas.types import Advantage, for_roles
+from mas.types import Advantage, Task, for_roles
 
-CALC = TOOLS["calculator"].schema
+CALCULATOR = TOOLS["calculator"](Task(id="t", question="?"))
+CALC = CALCULATOR.schema
 
 
 def result(content):
@@ -101,6 +102,6 @@ async def test_adapted_constrains_json_and_first_tool_turn():
     await client.create([UserMessage(content="hi", source="user")], json_output=Advantage)
     fmt = inner.seen[1]["extra_create_args"]["response_format"]
     assert fmt["type"] == "json_object" and "maxLength" not in json.dumps(fmt["schema"])
-    called = await client.create([UserMessage(content="2+2?", source="user")], tools=[TOOLS["calculator"]])
+    called = await client.create([UserMessage(content="2+2?", source="user")], tools=[CALCULATOR])
     assert called.content[0].name == "calculator"
     assert "oneOf" in inner.seen[1]["extra_create_args"]["response_format"]["schema"]

@@ -90,7 +90,9 @@ GOOD = json.dumps({"id": "a", "question": "q?", "answer": "1"})
         ('{"id": "x", "question": "q", "answer": null}', "field 'answer' must be"),
         ('{"id": "x", "question": "q", "answer": [1]}', "field 'answer' must be"),
         ('{"id": "x", "question": "q", "answer": ""}', "field 'answer' is empty"),
-        ('{"id": "x", "question": "q", "answer": "1", "level": "2"}', "field 'level' must be"),
+        ('{"id": "x", "question": "q", "answer": "1", "passages": {}}', "field 'passages' must be a list"),
+        ('{"id": "x", "question": "q", "answer": "1", "passages": [{"title": 1}]}', "field 'passages[0]'"),
+        ('{"id": "x", "question": "q", "answer": "1", "answer_aliases": "a"}', "field 'answer_aliases'"),
         ('{"id": "a", "question": "q", "answer": "1"}', "duplicate id 'a' (first on line 1)"),
     ],
 )
