@@ -2,7 +2,8 @@
 
 A scenario is a folder in ``scenarios/`` with a ``scenario.toml`` (its roles, task file and
 reward) or, for a quick start, any JSONL file of ``id``/``question``/``answer`` records, which
-gets the maths team and numeric reward. Roles are TOML files in ``roles/``.
+gets the maths team and numeric reward. Roles are TOML files in ``roles/``; a scenario may
+override one with its own ``roles/NAME.toml``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ HOME = Path(__file__).resolve().parents[1]
 ROLES_DIR = HOME / "roles"
 SCENARIOS_DIR = HOME / "scenarios"
 
-REWARDS: dict[str, Callable[[str, str | None], float]] = {"numeric": numeric_reward}
+REWARDS: dict[str, Callable[[Task, str | None], float]] = {"numeric": lambda task, got: numeric_reward(task.answer or "", got)}
+"""Reward functions by the name a scenario.toml gives; each scores an answer against a task."""
 EXTRACTORS: dict[str, Callable[[str], str | None]] = {"numeric": extract_answer}
+"""How the team's answer is read off its transcript, by reward name."""
 
 
 class Role(Frozen):
@@ -60,7 +63,7 @@ class Scenario:
     """Held-out tasks for evaluation; when None, evaluation uses ``tasks``."""
 
     def reward(self, task: Task, answer: str | None) -> float:
-        return REWARDS[self.reward_name](task.answer or "", answer)
+        return REWARDS[self.reward_name](task, answer)
 
     def extract(self, transcript: str) -> str | None:
         return EXTRACTORS[self.reward_name](transcript)
@@ -94,13 +97,14 @@ def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
     spec = _validated(ScenarioFile, _toml(spec_path), spec_path)
     if spec.reward not in REWARDS:
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
-    roles = [load_role(r, source=spec_path) for r in spec.roles]
+    roles = [load_role(r, source=spec_path, local=folder / "roles") for r in spec.roles]
     test = load_jsonl(folder / spec.test_tasks, limit=limit) if spec.test_tasks else None
     return Scenario(spec.name, roles, load_jsonl(folder / spec.tasks, limit=limit), spec.reward, test)
 
 
-def load_role(name: str, *, source: Path | None = None) -> Role:
-    path = ROLES_DIR / f"{name}.toml"
+def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:
+    """``roles/NAME.toml``, or the scenario's own ``roles/NAME.toml`` when it has one."""
+    path = local / f"{name}.toml" if local and (local / f"{name}.toml").is_file() else ROLES_DIR / f"{name}.toml"
     if not path.is_file():
         where = f"{source}: field 'roles'" if source else "role"
         raise UserError(f"{where}: unknown role {name!r} (no {path.relative_to(HOME)})")

@@ -66,7 +66,7 @@ async def train(
     on_step: Callable[[StepReport], None] = lambda report: None,
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run."""
-    _start_run(run_dir, scenario, config, model_name)
+    _start_run(run_dir, scenario, config, model_name, store.path)
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
     tasks = scenario.tasks[: config.tasks]
@@ -151,14 +151,19 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
-def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str) -> None:
+def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> None:
     """Write the run's settings, or check that a resumed run keeps them."""
-    settings = {"scenario": scenario.name, "model": model_name, "config": config.model_dump(mode="json")}
+    settings = {
+        "scenario": scenario.name,
+        "model": model_name,
+        "library": str(library.resolve()),
+        "config": config.model_dump(mode="json"),
+    }
     path = run_dir / "run.json"
     if path.exists():
         before = json.loads(path.read_text())
         changed = sorted(k for k in settings["config"] if before.get("config", {}).get(k) != settings["config"][k])
-        changed += [k for k in ("scenario", "model") if before.get(k) != settings[k]]
+        changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
         if changed:
             raise UserError(f"{path}: this run was started with other settings ({', '.join(changed)}); use a new --run-dir")
         return
