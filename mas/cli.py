@@ -25,8 +25,11 @@ from .clients import open_client
 from .config import EvalConfig, TrainConfig
 from .errors import UserError
 from .budget import Budget
+from .cost import price_for
 from .evaluate import EvalResult, evaluate
+from .evaluate import compare as compare_results
 from .promotion import PromotionPolicy
+from .report import write_report
 from .transfer import transfer
 from .cli_library import _print_lessons, graph_app, library_app, promote_command
 from .scenario import HOME, load_scenario
@@ -60,6 +63,8 @@ def train_command(
     shuffle: bool = typer.Option(True, help="Reorder the tasks each epoch."),
     rollout_timeout: float = typer.Option(300.0, min=1.0, help="Seconds before a rollout is cancelled."),
     concurrency: int = typer.Option(4, min=1, help="Model calls in flight."),
+    budget_usd: Optional[float] = typer.Option(None, min=0.0, help="Stop cleanly once the run has cost this many dollars."),
+    prices: Optional[Path] = typer.Option(None, help="Price table (TOML) [the shipped examples]."),
     inject: str = typer.Option("relevant", help="Private lessons in a prompt: relevant (BM25, within budget) or all."),
     promote_every: str = typer.Option("epoch", help="Promotion passes: epoch, step or off."),
     seed: int = 0,
@@ -73,10 +78,11 @@ def train_command(
     config = TrainConfig(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
-        concurrency=concurrency, seed=seed, ground_truth=not no_ground_truth,
+        concurrency=concurrency, seed=seed, ground_truth=not no_ground_truth, budget_usd=budget_usd or None,
         budget=Budget(inject=_choice("--inject", inject, ("relevant", "all"))),
         promotion=PromotionPolicy(cadence=_choice("--promote-every", promote_every, ("epoch", "step", "off"))),
     )  # fmt: skip
+    price = price_for(model, prices)
     store = LibraryStore(library or HOME / "libraries" / f"{spec.name}.json")
     store.heads()  # a corrupt library file stops us here, before anything is written
     run_dir = run_dir or HOME / "runs" / f"{spec.name}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -92,11 +98,15 @@ def train_command(
                     bar.console.print(_step_line(report))
 
                 return await train(
-                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=model, on_step=on_step
-                )
+                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=model, price=price,
+                    on_step=on_step,
+                )  # fmt: skip
 
     result = _run(main())
-    out.print(f"run {result.run}: {len(result.steps)} steps, journal in {run_dir}")
+    cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {model!r}; see --prices)"
+    out.print(f"run {result.run}: {len(result.steps)} steps, cost {cost}, journal in {run_dir}")
+    if result.stopped:
+        out.print(f"stopped early: {result.stopped}")
     if not any(v.lessons for v in result.heads.values()):
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     _print_lessons(result.heads)
@@ -106,9 +116,10 @@ def train_command(
 def eval_command(
     scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
     model: Model = "local",
-    k: int = typer.Option(1, min=1, help="Rollouts per task (Mean@k)."),
+    k: int = typer.Option(1, min=1, help="Rollouts per task (Mean@k, Pass@k)."),
     tasks: Optional[int] = typer.Option(None, min=1, help="Evaluate on the first N held-out tasks."),
     library: LibraryOpt = None,
+    compare: Optional[Path] = typer.Option(None, help="A second library file, evaluated on the same tasks and seeds (A/B)."),
     no_library: bool = typer.Option(False, help="Only the baseline, no library."),
     temperature: float = typer.Option(0.7, min=0.0, max=2.0),
     max_tokens: int = typer.Option(256, min=16, help="Completion cap per team call."),
@@ -118,35 +129,45 @@ def eval_command(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Mean@k of the team without and with the learned libraries, on the same tasks and seeds."""
+    """Mean@k and Pass@k without and with libraries, on the same tasks and seeds."""
     spec = load_scenario(scenario)
     config = EvalConfig(k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed)
-    path = library or HOME / "libraries" / f"{spec.name}.json"
-    if library and not path.exists():
-        raise UserError(f"{path}: no such library file")
-    heads = None if no_library else LibraryStore(path).heads()
+    runs: list[tuple[str, dict | None]] = [("none", None)]
+    if not no_library:
+        path = library or HOME / "libraries" / f"{spec.name}.json"
+        if library and not path.exists():
+            raise UserError(f"{path}: no such library file")
+        runs.append((str(path), LibraryStore(path).heads()))
+    if compare is not None:
+        if not compare.exists():
+            raise UserError(f"{compare}: no such library file")
+        runs.append((str(compare), LibraryStore(compare).heads()))
 
     async def main():
         async with open_client(model, base_url=base_url, api_key=api_key) as client:
             results = []
-            for label, injected in [("none", None)] + ([] if heads is None else [("library", heads)]):
+            for label, heads in runs:
                 with _progress() as bar:
-                    job = bar.add_task(f"eval ({label})", total=len(spec.held_out[: config.tasks]))
-                    results.append(
-                        await evaluate(spec, client=client, heads=injected, config=config, on_task=lambda s: bar.advance(job))
-                    )
+                    job = bar.add_task(f"eval ({Path(label).name})", total=len(spec.held_out[: config.tasks]))
+                    done = await evaluate(spec, client=client, heads=heads, config=config, on_task=lambda s: bar.advance(job))
+                    results.append(done)
             return results
 
     results: list[EvalResult] = _run(main())
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
         return
-    table = Table("library", "tasks", "k", "Mean@k", "model calls", "tokens")
-    for r in results:
-        calls = r.calls.get("rollout")
-        tokens = (calls.prompt_tokens + calls.completion_tokens) if calls else 0
-        table.add_row(r.library, str(len(r.tasks)), str(r.k), f"{r.mean_at_k:.3f}", str(calls.calls if calls else 0), str(tokens))
+    table = Table("", *(Path(label).name for label, _ in runs))
+    table.add_row("injected", *(r.library for r in results))
+    table.add_row(f"Mean@{k}", *(str(r.mean_at_k) for r in results))
+    table.add_row(f"Pass@{k}", *(str(r.pass_at_k) for r in results))
+    table.add_row("vs none (paired)", "", *(str(compare_results(r, results[0], seed=seed)) for r in results[1:]))
+    for role in spec.role_names:
+        table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
+    for role in spec.role_names:
+        table.add_row(f"tokens, {role}", *(r.tokens[role].format(".0f") for r in results))
     out.print(table)
+    out.print(f"{len(results[0].tasks)} held-out tasks, k={k}; per rollout; [95% bootstrap interval over tasks]")
 
 
 @app.command("transfer")
@@ -184,6 +205,16 @@ def transfer_command(
         cells = {c.target: c for c in result.cells if c.source == a}
         table.add_row(a, *(f"{cells[b].delta:+.2f} [{cells[b].low:+.2f},{cells[b].high:+.2f}]" for b in roles))
     out.print(table)
+
+
+@app.command("report")
+def report_command(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories (runs/...).")],
+    output: Path = typer.Option(Path("report"), help="Folder for report.md and the PNG plots."),
+) -> None:
+    """Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."""
+    path = write_report(run_dirs, output)
+    out.print(f"wrote {path}")
 
 
 def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:

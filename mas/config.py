@@ -34,6 +34,8 @@ class TrainConfig(BaseModel):
     """Seconds before a team rollout is cancelled (it then scores 0)."""
     concurrency: int = Field(4, ge=1)
     """Model calls in flight at once, across rollouts and learning calls."""
+    budget_usd: float | None = Field(None, gt=0)
+    """Stop cleanly after the step that brings the run's cost to this many dollars."""
     ground_truth: bool = True
     """False: reward against the majority answer of the group (the paper's no-ground-truth mode)."""
 

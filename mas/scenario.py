@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 from .datasets import load_jsonl
 from .errors import UserError
 from .maths import extract_answer, numeric_reward
+from .symbolic import extract_latex, symbolic_reward
 from .tools import TOOLS
 from .types import Frozen, Task
 
@@ -25,9 +26,12 @@ HOME = Path(__file__).resolve().parents[1]
 ROLES_DIR = HOME / "roles"
 SCENARIOS_DIR = HOME / "scenarios"
 
-REWARDS: dict[str, Callable[[Task, str | None], float]] = {"numeric": lambda task, got: numeric_reward(task.answer or "", got)}
+REWARDS: dict[str, Callable[[Task, str | None], float]] = {
+    "numeric": lambda task, got: numeric_reward(task.answer or "", got),
+    "symbolic": symbolic_reward,
+}
 """Reward functions by the name a scenario.toml gives; each scores an answer against a task."""
-EXTRACTORS: dict[str, Callable[[str], str | None]] = {"numeric": extract_answer}
+EXTRACTORS: dict[str, Callable[[str], str | None]] = {"numeric": extract_answer, "symbolic": extract_latex}
 """How the team's answer is read off its transcript, by reward name."""
 
 
@@ -87,8 +91,7 @@ def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
     """``maths`` (a folder in scenarios/), a folder path, or a ``.jsonl`` file path."""
     path = Path(name_or_path)
     if path.suffix == ".jsonl":
-        tasks = load_jsonl(path, limit=limit)
-        return Scenario(path.stem, [load_role(r) for r in ("planner", "solver", "verifier")], tasks, "numeric")
+        return _from_jsonl(path, limit)
     folder = path if path.is_dir() else SCENARIOS_DIR / name_or_path
     spec_path = folder / "scenario.toml"
     if not spec_path.is_file():
@@ -100,6 +103,19 @@ def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
     roles = [load_role(r, source=spec_path, local=folder / "roles") for r in spec.roles]
     test = load_jsonl(folder / spec.test_tasks, limit=limit) if spec.test_tasks else None
     return Scenario(spec.name, roles, load_jsonl(folder / spec.tasks, limit=limit), spec.reward, test)
+
+
+def _from_jsonl(path: Path, limit: int | None) -> Scenario:
+    """A task file gets the team and reward of the shipped scenario it looks like: passages
+    mean multi-hop QA, numeric answers mean maths, other answers are compared symbolically."""
+    tasks = load_jsonl(path, limit=limit)
+    if any(t.passages for t in tasks):
+        template, reward = "multihop", "qa"
+    elif all(numeric_reward(t.answer or "", t.answer) == 1.0 for t in tasks):
+        template, reward = "maths", "numeric"
+    else:
+        template, reward = "maths", "symbolic"
+    return Scenario(path.stem, load_scenario(template, limit=1).roles, tasks, reward)
 
 
 def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:

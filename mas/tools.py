@@ -11,6 +11,7 @@ from typing import Callable
 from autogen_core.tools import BaseTool, FunctionTool
 
 from .calculator import calculate
+from .search import open_tool, search_tool
 from .types import Task
 
 
@@ -21,4 +22,8 @@ def calculator(expression: str) -> str:
 
 _CALCULATOR = FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)
 
-TOOLS: dict[str, Callable[[Task], BaseTool]] = {"calculator": lambda task: _CALCULATOR}
+TOOLS: dict[str, Callable[[Task], BaseTool]] = {
+    "calculator": lambda task: _CALCULATOR,
+    "search": search_tool,
+    "open": open_tool,
+}

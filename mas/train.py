@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from . import hierarchy, stages, usage
 from .clients import Limited
 from .config import TrainConfig
+from .cost import Price, stage_costs
 from .errors import UserError
 from .journal import Journal
 from .meter import Meter, StageCount
@@ -46,6 +47,10 @@ class StepReport(BaseModel):
     skipped_groups: int = 0
     """Informative groups whose advantage reply was unusable."""
     calls: dict[str, StageCount] = {}
+    """Model calls, tokens and failures per stage, for the calls this step made."""
+    role_tokens: dict[str, int] = {}
+    """Prompt + completion tokens of the step's rollouts, per role."""
+    cost_usd: float = 0.0
     seconds: float = 0.0
 
 
@@ -53,6 +58,9 @@ class TrainResult(BaseModel):
     run: str
     steps: list[StepReport]
     heads: dict[str, Version]
+    cost_usd: float = 0.0
+    stopped: str | None = None
+    """Why the run ended early (the dollar budget), or None when it finished."""
 
 
 async def train(
@@ -63,6 +71,7 @@ async def train(
     run_dir: Path,
     config: TrainConfig = TrainConfig(),
     model_name: str = "",
+    price: Price = Price(),
     on_step: Callable[[StepReport], None] = lambda report: None,
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run."""
@@ -70,16 +79,20 @@ async def train(
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
     tasks = scenario.tasks[: config.tasks]
-    reports = []
+    reports: list[StepReport] = []
     for epoch in range(config.epochs):
         for step, batch in enumerate(_batches(_order(tasks, config, epoch), config.batch_size)):
+            spent = sum(r.cost_usd for r in reports)
+            if config.budget_usd is not None and spent >= config.budget_usd:
+                stopped = f"budget: ${spent:.4f} spent of ${config.budget_usd:g}; start again with a larger --budget-usd to go on"
+                return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=spent, stopped=stopped)
             prefix = f"e{epoch}/s{step}"
             done = journal.get("step", prefix)
             if done is None:
                 provenance = Provenance(
                     run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name
                 )
-                report = await _step(scenario, batch, config, client, store, journal, provenance)
+                report = await _step(scenario, batch, config, client, store, journal, provenance, price)
                 last = step == -(-len(tasks) // config.batch_size) - 1
                 if config.promotion.cadence == "step" or (config.promotion.cadence == "epoch" and last):
                     moves = hierarchy.promote(store, config.promotion, provenance, budget=config.budget)
@@ -88,10 +101,10 @@ async def train(
                 journal.put("step", prefix, done := report.model_dump(mode="json"))
                 on_step(report)
             reports.append(StepReport.model_validate(done))
-    return TrainResult(run=run_dir.name, steps=reports, heads=store.heads())
+    return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
 
 
-async def _step(scenario, batch, config, client, store, journal, provenance: Provenance) -> StepReport:
+async def _step(scenario, batch, config, client, store, journal, provenance: Provenance, price: Price) -> StepReport:
     started, meter = time.perf_counter(), Meter()
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     ctx = stages.Context(scenario, config, client, journal, meter, heads, f"e{provenance.epoch}/s{provenance.step}")
@@ -122,6 +135,10 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     hierarchy.record_usage(store, events, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance)
     rewards = [r.reward for group, _, _ in results for r in group.rollouts]
+    role_tokens = {name: 0 for name in scenario.role_names}
+    for group, _, _ in results:
+        for trace in (t for r in group.rollouts for t in r.traces):
+            role_tokens[trace.role] += trace.tokens
     informative = sum(group.informative for group, _, _ in results)
     return StepReport(
         epoch=provenance.epoch,
@@ -135,6 +152,8 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         retired={v.library: len(v.edits) for v in retired},
         skipped_groups=informative - len(advantages),
         calls=meter.snapshot(),
+        role_tokens=role_tokens,
+        cost_usd=sum(stage_costs(meter.snapshot(), price).values()),
         seconds=round(time.perf_counter() - started, 3),
     )
 
@@ -151,6 +170,10 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
+FREE_ON_RESUME = {"budget_usd", "concurrency"}
+"""Settings a resumed run may change: they bound the run, not what it learns."""
+
+
 def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> None:
     """Write the run's settings, or check that a resumed run keeps them."""
     settings = {
@@ -162,7 +185,9 @@ def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     path = run_dir / "run.json"
     if path.exists():
         before = json.loads(path.read_text())
-        changed = sorted(k for k in settings["config"] if before.get("config", {}).get(k) != settings["config"][k])
+        changed = sorted(
+            k for k in settings["config"] if k not in FREE_ON_RESUME and before.get("config", {}).get(k) != settings["config"][k]
+        )
         changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
         if changed:
             raise UserError(f"{path}: this run was started with other settings ({', '.join(changed)}); use a new --run-dir")

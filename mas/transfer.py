@@ -8,7 +8,6 @@ tasks (95%).
 
 from __future__ import annotations
 
-import random
 from typing import Callable
 
 from autogen_core.models import ChatCompletionClient
@@ -17,6 +16,7 @@ from pydantic import BaseModel
 from .config import EvalConfig
 from .evaluate import EvalResult, evaluate
 from .scenario import Scenario
+from .stats import paired
 from .types import Version
 
 
@@ -64,22 +64,11 @@ async def transfer(
                 with_, without = base, await run(f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)})
             else:
                 with_, without = await run(f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)}), base
-            delta, low, high = paired_bootstrap(with_, without, seed=config.seed)
-            cells.append(Cell(source=a, target=b, lessons=len(lessons), delta=delta, low=low, high=high))
-    return TransferResult(baseline=base.mean_at_k, tasks=len(base.tasks), k=config.k, cells=cells)
+            d = paired(with_.per_task(), without.per_task(), seed=config.seed)
+            cells.append(Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high))
+    return TransferResult(baseline=base.mean_at_k.value, tasks=len(base.tasks), k=config.k, cells=cells)
 
 
 def _with(heads: dict[str, Version], role: str, extra: list, *, keep: bool = True) -> Version:
     own = heads.get(role) or Version(library=role, number=0, lessons=[], next_id=1)
     return own.model_copy(update={"lessons": (own.lessons if keep else []) + list(extra)})
-
-
-def paired_bootstrap(a: EvalResult, b: EvalResult, *, seed: int = 0, rounds: int = 2000) -> tuple[float, float, float]:
-    """Mean difference of per-task Mean@k (a - b) and its 95% percentile interval."""
-    means_a = {t.task_id: sum(t.rewards) / len(t.rewards) for t in a.tasks}
-    diffs = [means_a[t.task_id] - sum(t.rewards) / len(t.rewards) for t in b.tasks]
-    if not diffs:
-        return 0.0, 0.0, 0.0
-    rng = random.Random(seed)
-    samples = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(rounds))
-    return sum(diffs) / len(diffs), samples[int(0.025 * rounds)], samples[int(0.975 * rounds) - 1]

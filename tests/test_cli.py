@@ -49,6 +49,8 @@ BAD = [
     (["library", "rollback", "{lib}", "solver", "42"], "42"),
     (["library", "export", "{lib}", "--format", "pdf"], "--format 'pdf'"),
     (["train", "maths", "--model", "openai:x"], "no API key"),
+    (["report", "{tmp}"], "not a training run"),
+    (["train", "maths", "--model", "fake", "--prices", "{tmp}/none.toml"], "none.toml: no such price file"),
 ]
 
 

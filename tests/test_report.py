@@ -1,0 +1,128 @@
+"""The training report: real runs on the fake client to Markdown and PNG plots."""
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from mas.config import TrainConfig
+from mas.errors import UserError
+from mas.fake import FakeClient
+from mas.report import PLOTS, write_report
+from mas.scenario import load_scenario
+from mas.store import LibraryStore
+from mas.train import train
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def make_run(root, name, **config):
+    """A real training run in ``root/name`` with its own library ``root/name.json``."""
+    store = LibraryStore(root / f"{name}.json")
+    config = TrainConfig(**{"tasks": 8, "epochs": 2, **config})
+    asyncio.run(train(load_scenario("maths"), client=FakeClient(), store=store, run_dir=root / name, config=config,
+                      model_name="fake"))
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    return make_run(root, "alpha"), make_run(root, "beta", seed=1)
+
+
+def check_plots(out):
+    for name in PLOTS:
+        data = (out / f"{name}.png").read_bytes()
+        assert data.startswith(PNG) and len(data) > 10_000, name
+
+
+def test_one_run_gives_a_report_with_its_plots_and_tables(runs, tmp_path):
+    alpha = runs[0]
+    journal = (alpha / "journal.jsonl").read_bytes()
+    path = write_report([alpha], tmp_path / "out")
+    assert path == tmp_path / "out" / "report.md"
+    text = path.read_text()
+    assert "## Run `alpha`" in text and "scenario **maths**, model **fake**, epochs 2, group size 3, batch size 4" in text
+    for name, title in PLOTS.items():
+        assert f"![{title}]({name}.png)" in text
+    check_plots(tmp_path / "out")
+    rows = re.findall(r"^\| (\d) \| (\d\.\d{3}) \| (\d+)/8 \|", text, re.M)
+    assert [r[0] for r in rows] == ["0", "1"]
+    assert "## Comparison" not in text
+    head = LibraryStore(alpha.parent / "alpha.json").head("solver")
+    assert head.lessons and all(lesson.text in text for lesson in head.lessons)
+    assert "### Promotions and demotions\n\n_None._" in text
+    assert (alpha / "journal.jsonl").read_bytes() == journal  # the run is only read
+
+
+def test_two_runs_are_compared(runs, tmp_path):
+    text = write_report(list(runs), tmp_path / "out").read_text()
+    comparison = text.split("## Comparison")[1].split("## Plots")[0]
+    assert "| run | scenario | model | final-epoch reward | lessons | model calls | total tokens | wall seconds |" in comparison
+    assert "| `alpha` | maths | fake |" in comparison and "| `beta` | maths | fake |" in comparison
+    assert "## Run `alpha`" in text and "## Run `beta`" in text
+    check_plots(tmp_path / "out")
+
+
+def test_runs_with_the_same_directory_name_get_distinct_labels(tmp_path):
+    first, second = make_run(tmp_path / "a", "run", tasks=4, epochs=1), make_run(tmp_path / "b", "run", tasks=4, epochs=1)
+    text = write_report([first, second], tmp_path / "out").read_text()
+    assert "`run (1)`" in text and "`run (2)`" in text
+
+
+def test_a_directory_that_is_not_a_run_raises_and_writes_nothing(runs, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "run.json").write_text("{}")
+    for bad in [tmp_path / "empty", tmp_path / "half", tmp_path / "absent"]:
+        with pytest.raises(UserError, match=re.escape(str(bad))) as caught:
+            write_report([runs[0], bad], tmp_path / "out")
+        assert "\n" not in str(caught.value)
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_run_json_raises(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("not json")
+    (tmp_path / "run" / "journal.jsonl").write_text("")
+    with pytest.raises(UserError, match="run"):
+        write_report([tmp_path / "run"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_epoch_without_informative_groups_or_library_file(tmp_path):
+    run = make_run(tmp_path, "flat", tasks=4, epochs=1, group_size=1)  # one rollout a group: never informative
+    assert not (tmp_path / "flat.json").exists()  # nothing learned, so no library file was written
+    text = write_report([run], tmp_path / "out").read_text()
+    assert re.search(r"^\| 0 \| \d\.\d{3} \| 0/4 \| 0 \|", text, re.M)
+    assert "library file" in text and "is missing" in text
+    check_plots(tmp_path / "out")
+
+
+def test_an_empty_journal_still_reports(tmp_path):
+    run = make_run(tmp_path, "short", tasks=4, epochs=1)
+    (run / "journal.jsonl").write_text("")
+    text = write_report([run], tmp_path / "out").read_text()
+    assert "_No finished steps._" in text
+    check_plots(tmp_path / "out")
+
+
+def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
+    run = make_run(tmp_path, "prom", tasks=4, epochs=2)
+    moves = [
+        {"kind": "promote", "text": "Check every intermediate result once more before going on.", "roles": ["planner", "solver"], "epoch": 1},
+        {"kind": "demote", "text": "Always answer with the first number that comes to mind.", "roles": [], "epoch": 0},
+        {"kind": "promote", "text": "A lesson from another run entirely, not this one.", "roles": ["solver"], "epoch": 0, "run": "other"},
+    ]
+    with (tmp_path / "prom.promotions.jsonl").open("w") as f:
+        for m in moves:
+            provenance = {"run": m.pop("run", "prom"), "epoch": m.pop("epoch"), "step": 0, "stage": "promotion"}
+            f.write(json.dumps({"provenance": provenance, "lessons": [], "evidence": {}, **m}) + "\n")
+        f.write("{cut short\n")
+    text = write_report([run], tmp_path / "out").read_text()
+    assert "- epoch 1: promote “Check every intermediate result once more before going on.” (roles: planner, solver)" in text
+    assert "- epoch 0: demote “Always answer with the first number" in text
+    assert "another run" not in text
+    check_plots(tmp_path / "out")
