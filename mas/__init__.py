@@ -21,8 +21,9 @@ from .config import EvalConfig, TrainConfig
 from .errors import ModelReplyError, UserError
 from .evaluate import EvalResult, evaluate
 from .fake import FakeClient
+from .types import Task
 from .library import role_block
-from .scenario import Scenario, load_scenario
+from .scenario import Scenario, custom_scenario, load_scenario
 from .store import LibraryStore
 from .team import system_message
 from .train import TrainResult, train
@@ -41,8 +42,10 @@ __all__ = [
     "ModelReplyError",
     "Scenario",
     "TrainConfig",
+    "Task",
     "TrainResult",
     "UserError",
+    "custom_scenario",
     "evaluate",
     "load_library",
     "load_scenario",

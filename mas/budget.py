@@ -34,6 +34,8 @@ class Budget(Frozen):
     """Private lessons injected into one prompt at most."""
     inject: Literal["relevant", "all"] = "relevant"
     """``relevant``: BM25 ranking against the task; ``all``: id order."""
+    inject_global: bool = True
+    """False leaves the global library out of every prompt (the private-only ablation)."""
 
     def cap(self, library: str) -> int:
         return self.global_tokens if library == "global" else self.private_tokens

@@ -24,6 +24,7 @@ from typer.exceptions import TyperException
 from .clients import open_client
 from .config import EvalConfig, TrainConfig
 from .errors import UserError
+from .ablate import VARIANTS, ablate
 from .budget import Budget
 from .cost import price_for
 from .evaluate import EvalResult, evaluate
@@ -205,6 +206,55 @@ def transfer_command(
         cells = {c.target: c for c in result.cells if c.source == a}
         table.add_row(a, *(f"{cells[b].delta:+.2f} [{cells[b].low:+.2f},{cells[b].high:+.2f}]" for b in roles))
     out.print(table)
+
+
+@app.command("ablate")
+def ablate_command(
+    scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
+    model: Model = "local",
+    variants: Optional[str] = typer.Option(None, help=f"Comma-separated subset of: {', '.join(VARIANTS)}."),
+    tasks: int = typer.Option(8, min=1, help="Training tasks."),
+    test_tasks: int = typer.Option(20, min=1, help="Held-out tasks."),
+    epochs: int = typer.Option(1, min=1),
+    group_size: int = typer.Option(3, min=2, help="G for the variants that compare within groups."),
+    k: int = typer.Option(1, min=1, help="Rollouts per held-out task."),
+    concurrency: int = typer.Option(4, min=1),
+    seed: int = 0,
+    folder: Optional[Path] = typer.Option(None, help="Where the variants' runs go; an existing one is resumed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    prices: Optional[Path] = typer.Option(None, help="Price table (TOML)."),
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """The paper's ablations and ours, trained and evaluated alike, in one table."""
+    spec = load_scenario(scenario)
+    chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        raise UserError(f"--variants: unknown {', '.join(map(repr, unknown))} (known: {', '.join(VARIANTS)})")
+    if "no library" not in chosen:
+        chosen.insert(0, "no library")
+    train_config = TrainConfig(tasks=tasks, epochs=epochs, group_size=group_size, concurrency=concurrency, seed=seed)
+    eval_config = EvalConfig(tasks=test_tasks, k=k, concurrency=concurrency, seed=seed)
+    price = price_for(model, prices)
+    folder = folder or HOME / "runs" / f"ablate-{spec.name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+    async def main():
+        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+            return await ablate(
+                spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config, variants=chosen,
+                model_name=model, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
+            )  # fmt: skip
+
+    rows = _run(main())
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
+        return
+    table = Table("variant", f"Mean@{k}", "vs no library (paired)", "lessons", "cost $", title=f"{spec.name}: {tasks} training tasks, {test_tasks} held-out")
+    for r in rows:
+        table.add_row(r.variant, str(r.mean_at_k), "" if r.variant == "no library" else str(r.delta), str(r.lessons), f"{r.cost_usd:.4f}")
+    out.print(table)
+    out.print(f"runs in {folder}")
 
 
 @app.command("report")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from .budget import Budget
@@ -46,6 +48,8 @@ class TrainConfig(BaseModel):
     """At most this many lessons proposed per informative group."""
     max_lessons: int = Field(8, ge=1)
     """Target size of each library, stated to the edit call; adds past it are refused."""
+    route: Literal["role", "global"] = "role"
+    """Where proposed lessons go: the library of the role they name, or all to the global one."""
 
     # -- the hierarchy
     budget: Budget = Budget()

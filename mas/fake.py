@@ -159,7 +159,7 @@ def default_respond(request: Request) -> Reply:
 
 
 def _role(system: str) -> str:
-    match = re.search(r"You are the (\w+)", system)
+    match = re.search(r"You are the (\w+)", system) or re.search(r"lessons of the (\w+)", system)
     return match.group(1).lower() if match else "assistant"
 
 
@@ -189,15 +189,20 @@ def _structured(request: Request) -> dict:
             "outcome": "correct" if "reward 1" in body else "wrong",
         }
     if name == "Advantage":
-        topic = _topic(body)
+        listed = re.search(r"^Roles: (.+)$", body, re.M)
+        team = listed.group(1).split(", ") if listed else ["solver"]
+        role = "solver" if "solver" in team else team[-1]
         return {
             "reason": "The winners computed the expression exactly as written.",
-            "decisive_role": "solver",
-            "lessons": [{"role": "solver", "text": f"When the task is about {topic}, pass the exact expression to the calculator."}],
+            "decisive_role": role,
+            "lessons": [{"role": role, "text": f"When the task is about {_topic(body)}, pass the exact expression to the calculator."}],
         }
     if name == "EditBatch":
         proposed = re.findall(r"^- \(([\w-]+)\) (.+)$", body, re.M)
         return {"edits": [{"op": "add", "text": text} for _, text in proposed[:3]] or [{"op": "keep"}]}
+    if name == "DirectLessons":
+        role = _role(request.system)
+        return {"lessons": [f"As the {role}, work carefully and check the task's numbers.", "Answer in the requested format."]}
     raise ValueError(f"the fake client has no default reply for schema {name}")
 
 

@@ -114,7 +114,7 @@ def render_block(shared: list[Lesson], own: list[Lesson]) -> str:
 def role_block(heads: dict[str, Version], role: str, *, task: str | None = None, budget: Budget = Budget()) -> str:
     """The lesson block of ``role``'s prompt for ``task``, within ``budget``: the whole global
     library (up to its cap), then the private lessons most relevant to the task."""
-    shared = select(heads.get(GLOBAL), limit=budget.global_tokens)
+    shared = select(heads.get(GLOBAL), limit=budget.global_tokens) if budget.inject_global else []
     query = task if budget.inject == "relevant" else None
     limit = budget.inject_tokens if budget.inject == "relevant" else budget.private_tokens
     return render_block(shared, select(heads.get(role), limit=limit, query=query))

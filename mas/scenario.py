@@ -13,11 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from autogen_agentchat.teams import BaseGroupChat
+from autogen_core.models import ChatCompletionClient
 from pydantic import Field, ValidationError
 
 from .datasets import load_jsonl
 from .errors import UserError
 from .maths import extract_answer, numeric_reward
+from .qa import extract_answer as qa_extract
+from .qa import qa_reward
 from .symbolic import extract_latex, symbolic_reward
 from .tools import TOOLS
 from .types import Frozen, Task
@@ -29,9 +33,14 @@ SCENARIOS_DIR = HOME / "scenarios"
 REWARDS: dict[str, Callable[[Task, str | None], float]] = {
     "numeric": lambda task, got: numeric_reward(task.answer or "", got),
     "symbolic": symbolic_reward,
+    "qa": qa_reward,
 }
 """Reward functions by the name a scenario.toml gives; each scores an answer against a task."""
-EXTRACTORS: dict[str, Callable[[str], str | None]] = {"numeric": extract_answer, "symbolic": extract_latex}
+EXTRACTORS: dict[str, Callable[[str], str | None]] = {
+    "numeric": extract_answer,
+    "symbolic": extract_latex,
+    "qa": qa_extract,
+}
 """How the team's answer is read off its transcript, by reward name."""
 
 
@@ -57,6 +66,11 @@ class ScenarioFile(Frozen):
     reward: str
 
 
+TeamFactory = Callable[[dict[str, str], ChatCompletionClient, Task], BaseGroupChat]
+"""``factory(system_messages, client, task)`` -> a new autogen team whose agents are named
+after the roles and use ``system_messages[role]`` as their system message."""
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -65,12 +79,16 @@ class Scenario:
     reward_name: str
     test_tasks: list[Task] | None = None
     """Held-out tasks for evaluation; when None, evaluation uses ``tasks``."""
+    team: TeamFactory | None = None
+    """Your own team (see ``custom_scenario``); None builds one from the roles' data."""
+    reward_fn: Callable[[Task, str | None], float] | None = None
+    extract_fn: Callable[[str], str | None] | None = None
 
     def reward(self, task: Task, answer: str | None) -> float:
-        return REWARDS[self.reward_name](task, answer)
+        return (self.reward_fn or REWARDS[self.reward_name])(task, answer)
 
     def extract(self, transcript: str) -> str | None:
-        return EXTRACTORS[self.reward_name](transcript)
+        return (self.extract_fn or EXTRACTORS[self.reward_name])(transcript)
 
     def role(self, name: str) -> Role:
         for role in self.roles:
@@ -85,6 +103,22 @@ class Scenario:
     @property
     def role_names(self) -> list[str]:
         return [r.name for r in self.roles]
+
+
+def custom_scenario(
+    name: str,
+    *,
+    roles: dict[str, str],
+    team: TeamFactory,
+    tasks: list[Task],
+    reward: Callable[[Task, str | None], float],
+    extract: Callable[[str], str | None] = extract_answer,
+    test_tasks: list[Task] | None = None,
+) -> Scenario:
+    """Bring your own team: ``roles`` maps each role (agent name) to its base system prompt;
+    mas appends the role's lessons and hands the results to ``team`` for every rollout."""
+    made = [Role(name=n, description=n, system_prompt=prompt) for n, prompt in roles.items()]
+    return Scenario(name, made, tasks, "custom", test_tasks, team, reward, extract)
 
 
 def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:

@@ -130,21 +130,23 @@ async def edit(ctx: Context, role: str, proposals: list[str]) -> tuple[list, lis
     head = ctx.heads[role]
     batch = await _journaled(
         ctx, "edit", f"{ctx.prefix}/{role}", EditBatch,
-        role=role, system_role=role, system_max_lessons=ctx.config.max_lessons,
+        role=role, system_role="whole team (every role reads it)" if role == GLOBAL else role,
+        system_max_lessons=ctx.config.max_lessons,
         library=_lessons_text(head), proposals="\n".join(f"- ({role}) {p}" for p in proposals),
     )  # fmt: skip
     return None if batch is None else parse_edits(batch.edits)
 
 
 def apply_edits(ctx: Context, role: str, edits: list, rejected: list[Rejected], provenance: Provenance) -> Version:
-    shared = ctx.heads[GLOBAL].lessons
+    shared = ctx.heads[GLOBAL].lessons if role != GLOBAL else []
     version, refused = apply(ctx.heads[role], edits, provenance=provenance, limit=ctx.config.max_lessons, shared=shared)
     return version.model_copy(update={"rejected": rejected + refused})
 
 
 def proposals_by_role(ctx: Context, advantages: list[Advantage]) -> dict[str, list[str]]:
-    """Route each proposed lesson to its role's library; a lesson naming no known role goes
-    to the role the advantage said made the difference, or is dropped and counted."""
+    """Route each proposed lesson to its role's library (or, with ``route="global"``, to the
+    global one); a lesson naming no known role goes to the role the advantage said made the
+    difference, or is dropped and counted."""
     known = set(ctx.scenario.role_names)
     routed: dict[str, list[str]] = {}
     for adv in advantages:
@@ -153,7 +155,7 @@ def proposals_by_role(ctx: Context, advantages: list[Advantage]) -> dict[str, li
             if role not in known:
                 ctx.meter.fail("route")
                 continue
-            routed.setdefault(role, []).append(lesson.text.strip())
+            routed.setdefault(GLOBAL if ctx.config.route == "global" else role, []).append(lesson.text.strip())
     return routed
 
 

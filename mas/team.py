@@ -18,7 +18,7 @@ from autogen_agentchat.messages import (
     ToolCallExecutionEvent,
     ToolCallRequestEvent,
 )
-from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_agentchat.teams import BaseGroupChat, RoundRobinGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 
@@ -81,7 +81,8 @@ async def run_rollout(
 ) -> Rollout:
     """One run of the whole team on ``task``. Never raises for model or team failures."""
     prompts = {role.name: system_message(role, heads, task=task.question, budget=budget) for role in scenario.roles}
-    team = build_team(scenario.roles, Seeded(client, settings=settings, meter=meter), prompts, task)
+    seeded = Seeded(client, settings=settings, meter=meter)
+    team = scenario.team(prompts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, prompts, task)
     messages, error = await _run(team, task.question, timeout)
     if error:
         meter.fail("rollout")
@@ -90,7 +91,7 @@ async def run_rollout(
     return Rollout(task_id=task.id, index=index, traces=split_traces(messages, prompts), answer=answer, error=error)
 
 
-async def _run(team: RoundRobinGroupChat, question: str, timeout: float) -> tuple[list, str | None]:
+async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list, str | None]:
     """Run with a deadline. On timeout cancel the token first (it stops a model call), then
     the task (a running tool call ignores the token), and keep what was produced."""
     messages: list = []

@@ -11,7 +11,7 @@ from functools import cache
 from importlib.resources import files
 from string import Template
 
-STAGES = ("summary", "advantage", "edit")
+STAGES = ("summary", "advantage", "edit", "direct")
 
 
 @cache

@@ -111,7 +111,8 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
 
     async def learn(task: Task):
         group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
-        if not group.informative:
+        # G = 1 has no group to compare within: its one rollout is compared with the answer.
+        if not (group.informative or (config.group_size == 1 and config.ground_truth)):
             return group, None, None
         summaries = await stages.summarize(ctx, group)
         return group, summaries, await stages.advantage(ctx, group, summaries)

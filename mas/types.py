@@ -55,8 +55,9 @@ class Provenance(Frozen):
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "budget"] = "edit"
-    """What made the version: the step's edit batch, a promotion pass, or a budget retirement."""
+    stage: Literal["edit", "promotion", "budget", "direct"] = "edit"
+    """What made the version: the step's edit batch, a promotion pass, a budget retirement, or
+    lessons written directly without the loop (the ablation)."""
 
 
 class Add(Frozen):
@@ -247,3 +248,9 @@ class UsageEvent(Frozen):
     @property
     def applied(self) -> list[str]:
         return sorted(set(self.cited) | set(self.judged))
+
+
+class DirectLessons(BaseModel):
+    """Lessons asked for outright, without rollouts (the paper's "directly generated" ablation)."""
+
+    lessons: list[str] = Field(max_length=16)

@@ -143,3 +143,37 @@ def test_eval_seed_concurrency_and_timeout(maths):
     assert client.peak == 1 and {r.seed for r in client.requests}.isdisjoint({r.seed for r in other.requests})
     slow = asyncio.run(evaluate(maths, client=FakeClient(latency=0.5), heads=None, config=EvalConfig(tasks=1, rollout_timeout=0.1)))
     assert slow.tasks[0].rewards == [0.0] and slow.calls["rollout"].failures == 1
+
+
+def test_route_global_sends_every_lesson_to_the_global_library(maths, tmp_path):
+    _, _, store, _ = run(maths, tmp_path, tasks=8, route="global")
+    assert store.head("global").lessons and not store.head("solver").lessons
+
+
+def test_inject_global_off_leaves_the_global_library_out(maths):
+    from mas.budget import Budget
+    from mas.library import role_block
+    from mas.types import Lesson, Version
+
+    heads = {"global": Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="Shared lesson.")])}
+    assert "global/0001" in role_block(heads, "solver")
+    assert role_block(heads, "solver", budget=Budget(inject_global=False)) == ""
+
+
+def test_group_size_1_learns_against_the_answer(maths, tmp_path):
+    result, client, *_ = run(maths, tmp_path, tasks=4, group_size=1)
+    assert sum(s.informative for s in result.steps) == 0  # no group has winners and losers...
+    assert any(r.schema is not None and r.schema.__name__ == "Advantage" for r in client.requests)  # ...yet it learns
+
+
+def test_budget_usd_stops_cleanly_and_resumes(maths, tmp_path):
+    from mas.cost import Price
+
+    price = Price(prompt=1000.0, completion=1000.0)
+    store = LibraryStore(tmp_path / "lib.json")
+    config = TrainConfig(tasks=12, batch_size=4, budget_usd=0.5)
+    first = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=config, price=price))
+    assert first.stopped and len(first.steps) == 1 and first.cost_usd >= 0.5
+    more = config.model_copy(update={"budget_usd": 100.0})
+    second = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=more, price=price))
+    assert second.stopped is None and len(second.steps) == 3

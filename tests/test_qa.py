@@ -158,9 +158,8 @@ def test_write_jsonl_round_trips_aliases(tmp_path):
     assert load_jsonl(tmp_path / "x.jsonl") == [task]
 
 
-def test_scenario_loads_with_the_qa_reward(monkeypatch):
-    monkeypatch.setitem(REWARDS, "qa", qa_reward)
-    monkeypatch.setitem(EXTRACTORS, "qa", extract_answer)
+def test_scenario_loads_with_the_qa_reward():
+    assert REWARDS["qa"] is qa_reward and EXTRACTORS["qa"] is extract_answer
     scenario = load_scenario("multihop", limit=5)
     assert scenario.role_names == ["planner", "searcher", "solver"]
     assert scenario.role("searcher").tools == ["search", "open"]

@@ -93,7 +93,8 @@ def test_a_bad_run_json_raises(tmp_path):
 
 
 def test_one_epoch_without_informative_groups_or_library_file(tmp_path):
-    run = make_run(tmp_path, "flat", tasks=4, epochs=1, group_size=1)  # one rollout a group: never informative
+    # One rollout a group and no ground truth: each rollout is its own majority, nothing to learn.
+    run = make_run(tmp_path, "flat", tasks=4, epochs=1, group_size=1, ground_truth=False)
     assert not (tmp_path / "flat.json").exists()  # nothing learned, so no library file was written
     text = write_report([run], tmp_path / "out").read_text()
     assert re.search(r"^\| 0 \| \d\.\d{3} \| 0/4 \| 0 \|", text, re.M)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -155,3 +156,46 @@ def test_documents_without_searchable_words():
     task = Task(id="junk", question="q", passages=[Passage(title="", text=""), Passage(title="the", text="a")])
     assert search("Velora", task).startswith("no searchable")
     assert open_doc("d1", task) == "[d1] the\na"
+
+
+def test_a_team_rollout_searches_opens_and_answers(monkeypatch):
+    """The multihop team end to end with a scripted fake model: the searcher's tools run
+    inside autogen and the solver's ANSWER line scores 1."""
+    import re
+
+    from autogen_core import FunctionCall
+
+    from mas.fake import FakeClient
+    from mas.meter import Meter
+    from mas.qa import extract_answer, qa_reward
+    from mas.scenario import EXTRACTORS, REWARDS, load_scenario
+    from mas.team import run_rollout
+
+    monkeypatch.setitem(REWARDS, "qa", qa_reward)
+    monkeypatch.setitem(EXTRACTORS, "qa", extract_answer)
+
+    def respond(request):
+        role = re.search(r"You are the (\w+)", request.system).group(1)
+        if role == "searcher" and len(request.tool_results) == 0:
+            return [FunctionCall(id="c1", name="search", arguments='{"query": "Velora Quint"}')]
+        if role == "searcher" and len(request.tool_results) == 1:
+            doc = re.search(r"\[(d\d+)\]", request.tool_results[0]).group(1)
+            return [FunctionCall(id="c2", name="open", arguments=json.dumps({"doc_id": doc}))]
+        if role == "searcher":
+            return f"Found: {request.tool_results[-1]}"
+        if role == "solver":
+            town = re.search(r"born in (\w+)", " ".join(request.messages))
+            return f"ANSWER: {town.group(1) if town else 'unknown'}"
+        return "1. Where was Velora Quint born?"
+
+    scenario = load_scenario("multihop", limit=1)
+    task = TASK.model_copy(update={"question": "In which town was Velora Quint born?", "answer": "Tamsk"})
+    rollout = asyncio.run(run_rollout(
+        scenario, task, 0, client=FakeClient(respond), heads={}, settings={}, timeout=30, meter=Meter()
+    ))
+    assert rollout.error is None and rollout.answer == "Tamsk"
+    assert scenario.reward(task, rollout.answer) == 1.0
+    calls = [c for trace in rollout.traces for turn in trace.turns for c in turn.tool_calls]
+    assert [c.name for c in calls] == ["search", "open"]
+    assert not any(c.is_error for c in calls)
+    assert calls[1].result.startswith("[d3] Velora Quint")

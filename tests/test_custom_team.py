@@ -1,0 +1,46 @@
+"""Bring your own team: a user's autogen team factory, trained and injected by mas."""
+
+import asyncio
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.teams import RoundRobinGroupChat
+
+import mas
+import mas.fake
+
+
+def my_team(system_messages, client, task):
+    """What a user writes: their own agents (and tools), with mas's system messages."""
+    writer = AssistantAgent("writer", model_client=client, system_message=system_messages["writer"])
+    checker = AssistantAgent("checker", model_client=client, system_message=system_messages["checker"])
+    return RoundRobinGroupChat([writer, checker], max_turns=2)
+
+
+def respond(request):
+    if request.schema is not None:
+        return mas.fake.default_respond(request)
+    word = "yes" if request.unit("ok") < 0.5 else "no"
+    return f"Checked. Result: {word}" if "checker" in request.system else "Draft: done."
+
+
+def test_a_users_team_is_trained_and_gets_its_lessons(tmp_path):
+    tasks = [mas.Task(id=f"t{i}", question=f"Write item {i}.", answer="yes") for i in range(8)]
+    scenario = mas.custom_scenario(
+        "mine",
+        roles={"writer": "You are the writer. Draft the item.", "checker": "You are the checker. Check the draft."},
+        team=my_team,
+        tasks=tasks,
+        reward=lambda task, answer: float(answer == task.answer),
+        extract=lambda transcript: transcript.rsplit("Result: ", 1)[-1].strip() if "Result: " in transcript else None,
+    )
+    store = mas.LibraryStore(tmp_path / "lib.json")
+    client = mas.FakeClient(respond)
+    result = asyncio.run(mas.train(scenario, client=client, store=store, run_dir=tmp_path / "run"))
+    assert any(s.informative for s in result.steps)
+    lessons = [l for v in store.heads().values() for l in v.lessons]
+    assert lessons and all(l.id.split("/")[0] in {"writer", "checker", "global"} for l in lessons)
+    role = next(l.id.split("/")[0] for l in lessons)
+    prompt = mas.system_message(scenario.role(role), store.heads(), task=tasks[0].question)
+    assert lessons[0].id in prompt
+    seen = [r.system for r in client.requests if r.schema is None][-1]
+    assert "Lessons learned" in seen  # the user's agents got the lessons in later rollouts
