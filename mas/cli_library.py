@@ -164,3 +164,11 @@ def graph_export(
         moves = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         target.write_text(render(graph, moves, title=f"Usage graph of {store.path.name}"))
     out.print(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
+
+
+@library_app.command("recover")
+def library_recover(which: Which) -> None:
+    """Restore a corrupt library file from its backup (the last good version, <file>.bak)."""
+    store = LibraryStore(Path(which) if which.endswith(".json") else HOME / "libraries" / f"{which}.json")
+    count = store.recover()
+    out.print(f"{store.path}: restored {count} versions from {store.backup}")

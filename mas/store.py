@@ -112,12 +112,13 @@ class AtomicJSONStorage(Storage):
 
     A missing file reads as empty and is not created until the first write; an empty
     file is corrupt (mas never writes one), so history is never silently started over.
-    Before each write the last content read (which parsed) is copied to ``<file>.bak``.
+    Every write also goes to ``<file>.bak``: writes are atomic, so the library file can only
+    be damaged from outside (an editor, a bad merge, a disk), and the backup then holds the
+    last good state, the latest commit included.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._last_read: str | None = None
 
     def read(self) -> dict | None:
         try:
@@ -126,14 +127,12 @@ class AtomicJSONStorage(Storage):
             return None
         except UnicodeDecodeError as e:
             raise _corrupt(self.path, f"not UTF-8: {e.reason}") from None
-        data = _parse(self.path, text)
-        self._last_read = text
-        return data
+        return _parse(self.path, text)
 
     def write(self, data: dict) -> None:
-        if self._last_read is not None:
-            _atomic_write(Path(f"{self.path}.bak"), self._last_read)
-        _atomic_write(self.path, _dumps(data))
+        text = _dumps(data)
+        _atomic_write(self.path, text)
+        _atomic_write(Path(f"{self.path}.bak"), text)
 
 
 class LibraryStore:
@@ -239,6 +238,9 @@ class LibraryStore:
 
     def recover(self) -> int:
         """Restore a corrupt library file from ``<file>.bak``; returns the versions restored."""
+        with contextlib.suppress(CorruptLibrary):  # checked before the lock: no lock file for nothing
+            self._load()
+            raise UserError(f"{self.path}: not corrupt, nothing to recover")
         with self._locked():
             with contextlib.suppress(CorruptLibrary):
                 self._load()

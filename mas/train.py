@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from autogen_core.models import ChatCompletionClient
+from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from . import hierarchy, stages, usage
@@ -74,7 +75,21 @@ async def train(
     price: Price = Price(),
     on_step: Callable[[StepReport], None] = lambda report: None,
 ) -> TrainResult:
-    """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run."""
+    """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
+
+    One training run per library file at a time: a second one is refused at once (a file
+    lock), since two loops editing one library would interleave their steps."""
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{store.path}.train.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UserError(f"{store.path}: another mas train is using this library; wait for it or use another --library") from None
+    with lock:
+        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
+
+
+async def _train(scenario, client, store, run_dir, config, model_name, price, on_step) -> TrainResult:
     _start_run(run_dir, scenario, config, model_name, store.path)
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
