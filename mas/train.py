@@ -82,10 +82,10 @@ async def train(
     store.path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(f"{store.path}.train.lock")
     try:
-        lock.acquire(timeout=0)
+        held = lock.acquire(timeout=0)
     except Timeout:
         raise UserError(f"{store.path}: another mas train is using this library; wait for it or use another --library") from None
-    with lock:
+    with held:  # releases the one acquisition above, however the run ends
         return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
 
 
