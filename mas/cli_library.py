@@ -23,7 +23,7 @@ from .promotion import PromotionPolicy
 from .scenario import HOME
 from .store import LibraryStore, diff, export_markdown
 from .types import Provenance
-from .usage import UsageLog
+from .usage import QuarantineLog, UsageLog
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
@@ -36,9 +36,13 @@ def library_show(
     which: Which,
     role: Optional[str] = typer.Option(None, help="Only this library."),
     version: Optional[int] = typer.Option(None, help="This version instead of the latest (needs --role)."),
+    quarantine: bool = typer.Option(False, "--quarantine", help="The lessons refused by screening, with why."),
 ) -> None:
     """The lessons of each library, with their provenance."""
     store = _store(which)
+    if quarantine:
+        _print_quarantine(store, role)
+        return
     if version is not None:
         if role is None:
             raise UserError("--version needs --role")
@@ -94,6 +98,16 @@ def library_rollback(
     store.version(role, version)  # fails cleanly on an unknown version
     made = store.rollback(role, version)
     out.print(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
+
+
+def _print_quarantine(store: LibraryStore, role: str | None) -> None:
+    log = QuarantineLog.beside(store.path)
+    rows = [(r, item) for r in log.steps() for item in r["items"] if role in (None, item["library"])]
+    if not rows:
+        out.print(f"nothing quarantined in {log.path}")
+    for record, item in rows:
+        out.print(f"[{item['library']}] {item['text']}", markup=False, highlight=False)
+        out.print(f"  refused: {item['reason']} (run {record['run']}, epoch {record['epoch']}, step {record['step']}, at the {item['stage']} stage)", markup=False)
 
 
 def _store(which: str) -> LibraryStore:

@@ -17,11 +17,16 @@ from .library import apply
 from .promotion import Move, PromotionPolicy, execute, plan
 from .store import LibraryStore
 from .types import Provenance, UsageEvent, Version
-from .usage import UsageLog
+from .usage import QuarantineLog, UsageLog
 
 
 def record_usage(store: LibraryStore, events: list[UsageEvent], provenance: Provenance) -> None:
-    UsageLog.beside(store.path).append(provenance.run, provenance.epoch, provenance.step, events)
+    UsageLog.beside(store.path).record(provenance.run, provenance.epoch, provenance.step, events)
+
+
+def record_quarantine(store: LibraryStore, refused: list[dict], provenance: Provenance) -> None:
+    """Each item: ``{"library", "text", "reason"}``."""
+    QuarantineLog.beside(store.path).append(provenance.run, provenance.epoch, provenance.step, refused)
 
 
 def enforce_budgets(store: LibraryStore, budget: Budget, provenance: Provenance) -> list[Version]:

@@ -24,6 +24,7 @@ from .journal import Journal
 from .library import apply, parse_edits
 from .meter import Meter
 from .scenario import Scenario
+from .screen import screen
 from .team import render_trace, run_rollout
 from .usage import PROMPT_LINE
 from .types import GLOBAL, Advantage, EditBatch, Group, Provenance, Rejected, RoleNote, Rollout, Summary, Task, Version, for_roles
@@ -157,6 +158,32 @@ def proposals_by_role(ctx: Context, advantages: list[Advantage]) -> dict[str, li
                 continue
             routed.setdefault(GLOBAL if ctx.config.route == "global" else role, []).append(lesson.text.strip())
     return routed
+
+
+def screened(routed: dict[str, list[str]], answers: list[str], sources: list[str]) -> tuple[dict[str, list[str]], list[dict]]:
+    """Proposals that pass screening, and the refused ones as quarantine items."""
+    kept: dict[str, list[str]] = {}
+    refused = []
+    for role, texts in routed.items():
+        for text in texts:
+            reason = screen(text, answers=answers, sources=sources)
+            if reason:
+                refused.append({"library": role, "text": text, "reason": reason, "stage": "advantage"})
+            else:
+                kept.setdefault(role, []).append(text)
+    return kept, refused
+
+
+def screened_edits(role: str, edits: list, answers: list[str], sources: list[str]) -> tuple[list, list[dict]]:
+    """The editor writes text too: its adds and modifies are screened the same way."""
+    kept, refused = [], []
+    for edit in edits:
+        reason = screen(edit.text, answers=answers, sources=sources) if hasattr(edit, "text") else None
+        if reason:
+            refused.append({"library": role, "text": edit.text, "reason": reason, "stage": "edit"})
+        else:
+            kept.append(edit)
+    return kept, refused
 
 
 async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):

@@ -18,7 +18,7 @@ from autogen_core.models import ChatCompletionClient
 from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
-from . import hierarchy, stages, usage
+from . import hierarchy, screen, stages, usage
 from .clients import Limited
 from .config import TrainConfig
 from .cost import Price, stage_costs
@@ -41,6 +41,8 @@ class StepReport(BaseModel):
     """Edits applied per library."""
     rejected: dict[str, list[Rejected]] = {}
     """Edits refused per library, each with its reason."""
+    quarantined: int = 0
+    """Proposed lessons refused by screening (see ``mas library show --quarantine``)."""
     retired: dict[str, int] = {}
     """Lessons deleted per library to bring it back within its token budget."""
     promoted: int = 0
@@ -134,13 +136,18 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
 
     results = await asyncio.gather(*(learn(task) for task in batch))
     advantages = [adv for _, _, adv in results if adv is not None]
-    routed = stages.proposals_by_role(ctx, advantages)
+    answers, sources = screen.step_material([group for group, _, _ in results])
+    routed, refused = stages.screened(stages.proposals_by_role(ctx, advantages), answers, sources)
+    routed = {role: texts for role, texts in routed.items() if texts}
     batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
     versions, applied, rejected = [], {}, {}
     for role, parsed in zip(routed, batches):
         if parsed is None:
             continue
-        version = stages.apply_edits(ctx, role, *parsed, provenance)
+        edits, bad = parsed
+        edits, caught = stages.screened_edits(role, edits, answers, sources)
+        refused += caught
+        version = stages.apply_edits(ctx, role, edits, bad, provenance)
         applied[role], rejected[role] = len(version.edits), version.rejected
         if version.edits:
             versions.append(version)
@@ -149,6 +156,7 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     p = provenance
     events = [e for g, s, _ in results for e in usage.events(g, s, run=p.run, epoch=p.epoch, step=p.step)]
     hierarchy.record_usage(store, events, provenance)
+    hierarchy.record_quarantine(store, refused, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance)
     rewards = [r.reward for group, _, _ in results for r in group.rollouts]
     role_tokens = {name: 0 for name in scenario.role_names}
@@ -166,6 +174,7 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         applied=applied,
         rejected={k: v for k, v in rejected.items() if v},
         retired={v.library: len(v.edits) for v in retired},
+        quarantined=len(refused),
         skipped_groups=informative - len(advantages),
         calls=meter.snapshot(),
         role_tokens=role_tokens,

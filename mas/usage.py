@@ -48,15 +48,18 @@ def events(group: Group, summaries: list[Summary] | None, *, run: str, epoch: in
     return out
 
 
-class UsageLog:
-    """Append-only, one JSON line per step: ``{"run", "epoch", "step", "events": [...]}``."""
+class StepLog:
+    """Append-only, one JSON line per training step: ``{"run", "epoch", "step", "items": [...]}``,
+    so a step is recorded whole or not at all, and once."""
+
+    suffix = ".steps.jsonl"
 
     def __init__(self, path: Path):
         self.path = path
 
     @classmethod
-    def beside(cls, library_file: Path) -> "UsageLog":
-        return cls(library_file.with_suffix(".usage.jsonl"))
+    def beside(cls, library_file: Path):
+        return cls(library_file.with_suffix(cls.suffix))
 
     def steps(self) -> Iterator[dict]:
         if not self.path.exists():
@@ -68,19 +71,18 @@ class UsageLog:
                 except ValueError:
                     return  # a line cut short by a crash; append() drops it
 
-    def events(self) -> Iterator[UsageEvent]:
+    def items(self) -> Iterator[dict]:
         for record in self.steps():
-            for event in record["events"]:
-                yield UsageEvent.model_validate(event)
+            yield from record["items"]
 
     def has_step(self, run: str, epoch: int, step: int) -> bool:
         return any((r["run"], r["epoch"], r["step"]) == (run, epoch, step) for r in self.steps())
 
-    def append(self, run: str, epoch: int, step: int, events: list[UsageEvent]) -> None:
+    def append(self, run: str, epoch: int, step: int, items: list[dict]) -> None:
         if self.has_step(run, epoch, step):
             return
         self._drop_torn_tail()
-        line = {"run": run, "epoch": epoch, "step": step, "events": [e.model_dump(mode="json") for e in events]}
+        line = {"run": run, "epoch": epoch, "step": step, "items": items}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line, separators=(",", ":")) + "\n")
@@ -95,3 +97,22 @@ class UsageLog:
             if f.read(1) != b"\n":  # rare: the last append was cut short
                 f.seek(0)
                 f.truncate(f.read().rfind(b"\n") + 1)
+
+
+class UsageLog(StepLog):
+    """``<library file>.usage.jsonl``: the usage events of each step."""
+
+    suffix = ".usage.jsonl"
+
+    def events(self) -> Iterator[UsageEvent]:
+        for item in self.items():
+            yield UsageEvent.model_validate(item)
+
+    def record(self, run: str, epoch: int, step: int, events: list[UsageEvent]) -> None:
+        self.append(run, epoch, step, [e.model_dump(mode="json") for e in events])
+
+
+class QuarantineLog(StepLog):
+    """``<library file>.quarantine.jsonl``: the lessons refused by screening, with why."""
+
+    suffix = ".quarantine.jsonl"

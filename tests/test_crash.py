@@ -44,7 +44,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         LibraryStore(tmp_path / "killed" / "lib.json").heads()  # never left corrupt
-        UsageLog.beside(tmp_path / "killed" / "lib.json").events()
+        list(UsageLog.beside(tmp_path / "killed" / "lib.json").events())
     assert start(tmp_path, "killed").wait(timeout=120) == 0
 
     whole, killed = LibraryStore(tmp_path / "whole" / "lib.json"), LibraryStore(tmp_path / "killed" / "lib.json")

@@ -46,7 +46,7 @@ def test_tiny_training_run_on_the_embedded_model(maths, tmp_path):
     assert 0.0 <= score.mean_at_k.value <= 1.0 and len(score.tasks) == 1
     # Usage was recorded for every rollout and role, and the epoch's promotion pass ran.
     usage = [json.loads(line) for line in (tmp_path / "lib.usage.jsonl").read_text().splitlines()]
-    assert len(usage) == 1 and len(usage[0]["events"]) == 2 * 2 * 3
+    assert len(usage) == 1 and len(usage[0]["items"]) == 2 * 2 * 3
     assert report.promoted == report.demoted == 0
 
 

@@ -41,12 +41,12 @@ def event(role, lessons, advantage, task="t"):
 
 def test_log_is_append_only_once_per_step_and_survives_a_torn_line(tmp_path):
     log = UsageLog(tmp_path / "lib.usage.jsonl")
-    log.append("r", 0, 0, [event("solver", ["solver/0001"], 1.0)])
-    log.append("r", 0, 0, [event("solver", ["solver/0001"], 1.0)])  # a resumed step: ignored
+    log.record("r", 0, 0, [event("solver", ["solver/0001"], 1.0)])
+    log.record("r", 0, 0, [event("solver", ["solver/0001"], 1.0)])  # a resumed step: ignored
     with log.path.open("a") as f:
         f.write('{"run": "r", "epoch": 0, "step": 1, "ev')
     assert len(list(log.events())) == 1
-    log.append("r", 0, 1, [event("planner", ["planner/0001"], -1.0)])
+    log.record("r", 0, 1, [event("planner", ["planner/0001"], -1.0)])
     assert [e.role for e in log.events()] == ["solver", "planner"]
 
 
