@@ -91,6 +91,10 @@ async def run_rollout(
     return Rollout(task_id=task.id, index=index, traces=split_traces(messages, prompts), answer=answer, error=error)
 
 
+GRACE = 0.5
+"""Seconds a cancelled team gets to wind down before the rollout returns without it."""
+
+
 async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list, str | None]:
     """Run with a deadline. On timeout cancel the token first (it stops a model call), then
     the task (a running tool call ignores the token), and keep what was produced."""
@@ -107,7 +111,7 @@ async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list
     if not done:
         token.cancel()
         runner.cancel()
-        await asyncio.wait({runner}, timeout=5)
+        await asyncio.wait({runner}, timeout=GRACE)  # a team stuck in a tool call may never end: drop it
         return messages, f"timeout after {timeout:g} s"
     exc = runner.exception()
     if exc is not None:

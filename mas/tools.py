@@ -11,6 +11,7 @@ from typing import Callable
 from autogen_core.tools import BaseTool, FunctionTool
 
 from .calculator import calculate
+from .sandbox import run_python
 from .search import open_tool, search_tool
 from .types import Task
 
@@ -20,10 +21,17 @@ def calculator(expression: str) -> str:
     return calculate(expression)
 
 
+async def python(code: str) -> str:
+    """Run a short Python program in a sandbox and return what it prints."""
+    return await run_python(code)
+
+
 _CALCULATOR = FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)
+_PYTHON = FunctionTool(python, description=python.__doc__ or "", strict=False)
 
 TOOLS: dict[str, Callable[[Task], BaseTool]] = {
     "calculator": lambda task: _CALCULATOR,
     "search": search_tool,
     "open": open_tool,
+    "python": lambda task: _PYTHON,
 }
