@@ -26,7 +26,7 @@ from .config import EvalConfig, TrainConfig
 from .errors import UserError
 from .ablate import VARIANTS, ablate
 from .budget import Budget
-from .cost import price_for
+from .cost import price_for, stage_costs
 from .evaluate import EvalResult, evaluate
 from .evaluate import compare as compare_results
 from .promotion import PromotionPolicy
@@ -122,6 +122,7 @@ def eval_command(
     library: LibraryOpt = None,
     compare: Optional[Path] = typer.Option(None, help="A second library file, evaluated on the same tasks and seeds (A/B)."),
     no_library: bool = typer.Option(False, help="Only the baseline, no library."),
+    prices: Optional[Path] = typer.Option(None, help="Price table (TOML) [the shipped examples]."),
     temperature: float = typer.Option(0.7, min=0.0, max=2.0),
     max_tokens: int = typer.Option(256, min=16, help="Completion cap per team call."),
     concurrency: int = typer.Option(4, min=1),
@@ -133,6 +134,7 @@ def eval_command(
     """Mean@k and Pass@k without and with libraries, on the same tasks and seeds."""
     spec = load_scenario(scenario)
     config = EvalConfig(k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed)
+    price = price_for(model, prices)
     runs: list[tuple[str, dict | None]] = [("none", None)]
     if not no_library:
         path = library or HOME / "libraries" / f"{spec.name}.json"
@@ -167,6 +169,8 @@ def eval_command(
         table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
     for role in spec.role_names:
         table.add_row(f"tokens, {role}", *(r.tokens[role].format(".0f") for r in results))
+    if price.known:
+        table.add_row("cost $", *(f"{sum(stage_costs(r.calls, price).values()):.4f}" for r in results))
     out.print(table)
     out.print(f"{len(results[0].tasks)} held-out tasks, k={k}; per rollout; [95% bootstrap interval over tasks]")
 

@@ -53,6 +53,10 @@ class StepReport(BaseModel):
     """Model calls, tokens and failures per stage, for the calls this step made."""
     role_tokens: dict[str, int] = {}
     """Prompt + completion tokens of the step's rollouts, per role."""
+    role_cost_usd: dict[str, float] = {}
+    """Dollars of the step's rollouts, per role."""
+    stage_cost_usd: dict[str, float] = {}
+    """Dollars per stage (rollout, summary, advantage, edit), for the calls this step made."""
     cost_usd: float = 0.0
     seconds: float = 0.0
 
@@ -160,9 +164,13 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     retired = hierarchy.enforce_budgets(store, config.budget, provenance)
     rewards = [r.reward for group, _, _ in results for r in group.rollouts]
     role_tokens = {name: 0 for name in scenario.role_names}
+    role_cost = {name: 0.0 for name in scenario.role_names}
     for group, _, _ in results:
         for trace in (t for r in group.rollouts for t in r.traces):
             role_tokens[trace.role] += trace.tokens
+            for turn in trace.turns:
+                role_cost[trace.role] += price.of(turn.prompt_tokens, turn.completion_tokens)
+    stage_cost = stage_costs(meter.snapshot(), price)
     informative = sum(group.informative for group, _, _ in results)
     return StepReport(
         epoch=provenance.epoch,
@@ -178,7 +186,9 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         skipped_groups=informative - len(advantages),
         calls=meter.snapshot(),
         role_tokens=role_tokens,
-        cost_usd=sum(stage_costs(meter.snapshot(), price).values()),
+        role_cost_usd=role_cost,
+        stage_cost_usd=stage_cost,
+        cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
     )
 

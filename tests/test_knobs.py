@@ -177,3 +177,16 @@ def test_budget_usd_stops_cleanly_and_resumes(maths, tmp_path):
     more = config.model_copy(update={"budget_usd": 100.0})
     second = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=more, price=price))
     assert second.stopped is None and len(second.steps) == 3
+
+
+def test_dollars_per_stage_and_per_role(maths, tmp_path):
+    from mas.cost import Price
+
+    price = Price(prompt=1.0, completion=2.0)
+    store = LibraryStore(tmp_path / "lib.json")
+    result = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=TrainConfig(tasks=4), price=price))
+    step = result.steps[0]
+    rollout = step.calls["rollout"]
+    assert step.stage_cost_usd["rollout"] == pytest.approx((rollout.prompt_tokens + 2 * rollout.completion_tokens) / 1e6)
+    assert sum(step.role_cost_usd.values()) == pytest.approx(step.stage_cost_usd["rollout"])
+    assert step.cost_usd == pytest.approx(sum(step.stage_cost_usd.values())) and result.cost_usd == step.cost_usd
