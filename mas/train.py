@@ -27,7 +27,7 @@ from .journal import Journal
 from .meter import Meter, StageCount
 from .scenario import Scenario
 from .store import LibraryStore
-from .types import GLOBAL, Provenance, Rejected, Task, Version
+from .types import GLOBAL, Group, Provenance, Rejected, Task, Version
 
 
 class StepReport(BaseModel):
@@ -126,6 +126,8 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
 
 
 async def _step(scenario, batch, config, client, store, journal, provenance: Provenance, price: Price) -> StepReport:
+    """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
+    screen -> edit -> apply (per role), then record usage and keep within budget."""
     started, meter = time.perf_counter(), Meter()
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     ctx = stages.Context(scenario, config, client, journal, meter, heads, f"e{provenance.epoch}/s{provenance.step}")
@@ -139,58 +141,60 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         return group, summaries, await stages.advantage(ctx, group, summaries)
 
     results = await asyncio.gather(*(learn(task) for task in batch))
+    groups = [group for group, _, _ in results]
     advantages = [adv for _, _, adv in results if adv is not None]
-    answers, sources = screen.step_material([group for group, _, _ in results])
-    routed, refused = stages.screened(stages.proposals_by_role(ctx, advantages), answers, sources)
-    routed = {role: texts for role, texts in routed.items() if texts}
-    batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
-    versions, applied, rejected = [], {}, {}
-    for role, parsed in zip(routed, batches):
-        if parsed is None:
-            continue
-        edits, bad = parsed
-        edits, caught = stages.screened_edits(role, edits, answers, sources)
-        refused += caught
-        version = stages.apply_edits(ctx, role, edits, bad, provenance)
-        applied[role], rejected[role] = len(version.edits), version.rejected
-        if version.edits:
-            versions.append(version)
+    versions, refused = await _edit(ctx, groups, advantages, provenance)
     if not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
-        store.commit(versions)
+        store.commit([v for v in versions if v.edits])
     p = provenance
-    events = [e for g, s, _ in results for e in usage.events(g, s, run=p.run, epoch=p.epoch, step=p.step)]
-    hierarchy.record_usage(store, events, provenance)
+    hierarchy.record_usage(store, [e for g, s, _ in results for e in usage.events(g, s, run=p.run, epoch=p.epoch, step=p.step)], p)
     hierarchy.record_quarantine(store, refused, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance)
-    rewards = [r.reward for group, _, _ in results for r in group.rollouts]
-    role_tokens = {name: 0 for name in scenario.role_names}
-    role_cost = {name: 0.0 for name in scenario.role_names}
-    for group, _, _ in results:
-        for trace in (t for r in group.rollouts for t in r.traces):
-            role_tokens[trace.role] += trace.tokens
-            for turn in trace.turns:
-                role_cost[trace.role] += price.of(turn.prompt_tokens, turn.completion_tokens)
+    rewards = [r.reward for group in groups for r in group.rollouts]
     stage_cost = stage_costs(meter.snapshot(), price)
-    informative = sum(group.informative for group, _, _ in results)
+    informative = sum(group.informative for group in groups)
     return StepReport(
         epoch=provenance.epoch,
         step=provenance.step,
         task_ids=provenance.task_ids,
-        groups=len(results),
+        groups=len(groups),
         informative=informative,
         mean_reward=sum(rewards) / len(rewards),
-        applied=applied,
-        rejected={k: v for k, v in rejected.items() if v},
+        applied={v.library: len(v.edits) for v in versions},
+        rejected={v.library: v.rejected for v in versions if v.rejected},
         retired={v.library: len(v.edits) for v in retired},
         quarantined=len(refused),
         skipped_groups=informative - len(advantages),
         calls=meter.snapshot(),
-        role_tokens=role_tokens,
-        role_cost_usd=role_cost,
         stage_cost_usd=stage_cost,
         cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
+        **_role_spend(groups, scenario.role_names, price),
     )
+
+
+async def _edit(ctx: stages.Context, groups: list[Group], advantages, provenance: Provenance) -> tuple[list[Version], list[dict]]:
+    """Screen the proposals, one edit call per role, screen the edits, apply them."""
+    answers, sources = screen.step_material(groups)
+    routed, refused = stages.screened(stages.proposals_by_role(ctx, advantages), answers, sources)
+    routed = {role: texts for role, texts in routed.items() if texts}
+    batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
+    versions = []
+    for role, parsed in zip(routed, batches):
+        if parsed is not None:
+            edits, bad = parsed
+            edits, caught = stages.screened_edits(role, edits, answers, sources)
+            refused += caught
+            versions.append(stages.apply_edits(ctx, role, edits, bad, provenance))
+    return versions, refused
+
+
+def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:
+    tokens, cost = dict.fromkeys(roles, 0), dict.fromkeys(roles, 0.0)
+    for trace in (t for g in groups for r in g.rollouts for t in r.traces):
+        tokens[trace.role] += trace.tokens
+        cost[trace.role] += sum(price.of(t.prompt_tokens, t.completion_tokens) for t in trace.turns)
+    return {"role_tokens": tokens, "role_cost_usd": cost}
 
 
 def _order(tasks: list[Task], config: TrainConfig, epoch: int) -> list[Task]:
