@@ -64,6 +64,8 @@ def train_command(
     shuffle: bool = typer.Option(True, help="Reorder the tasks each epoch."),
     rollout_timeout: float = typer.Option(300.0, min=1.0, help="Seconds before a rollout is cancelled."),
     concurrency: int = typer.Option(4, min=1, help="Model calls in flight."),
+    call_timeout: float = typer.Option(120.0, min=0.1, help="Seconds one attempt of a model call may take."),
+    retries: int = typer.Option(4, min=0, help="Retries of a call after a transient endpoint fault."),
     budget_usd: Optional[float] = typer.Option(None, min=0.0, help="Stop cleanly once the run has cost this many dollars."),
     prices: Optional[Path] = typer.Option(None, help="Price table (TOML) [the shipped examples]."),
     inject: str = typer.Option("relevant", help="Private lessons in a prompt: relevant (BM25, within budget) or all."),
@@ -80,6 +82,7 @@ def train_command(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=not no_ground_truth, budget_usd=budget_usd or None,
+        call_timeout=call_timeout, retries=retries,
         budget=Budget(inject=_choice("--inject", inject, ("relevant", "all"))),
         promotion=PromotionPolicy(cadence=_choice("--promote-every", promote_every, ("epoch", "step", "off"))),
     )  # fmt: skip
@@ -90,7 +93,7 @@ def train_command(
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
 
     async def main():
-        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+        async with open_client(model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries) as client:
             with _progress() as bar:
                 job = bar.add_task("training", total=steps)
 
@@ -126,6 +129,8 @@ def eval_command(
     temperature: float = typer.Option(0.7, min=0.0, max=2.0),
     max_tokens: int = typer.Option(256, min=16, help="Completion cap per team call."),
     concurrency: int = typer.Option(4, min=1),
+    call_timeout: float = typer.Option(120.0, min=0.1, help="Seconds one attempt of a model call may take."),
+    retries: int = typer.Option(4, min=0, help="Retries of a call after a transient endpoint fault."),
     seed: int = 0,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     base_url: BaseUrl = None,
@@ -133,7 +138,10 @@ def eval_command(
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same tasks and seeds."""
     spec = load_scenario(scenario)
-    config = EvalConfig(k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed)
+    config = EvalConfig(
+        k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
+        call_timeout=call_timeout, retries=retries,
+    )  # fmt: skip
     price = price_for(model, prices)
     runs: list[tuple[str, dict | None]] = [("none", None)]
     if not no_library:
@@ -147,7 +155,7 @@ def eval_command(
         runs.append((str(compare), LibraryStore(compare).heads()))
 
     async def main():
-        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+        async with open_client(model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries) as client:
             results = []
             for label, heads in runs:
                 with _progress() as bar:
@@ -284,9 +292,13 @@ def _step_line(r: StepReport) -> str:
     applied += "".join(f", {n} {what}" for n, what in ((sum(r.retired.values()), "retired"), (r.promoted, "promoted"), (r.demoted, "demoted")) if n)
     calls = sum(c.calls for c in r.calls.values())
     failures = sum(c.failures for c in r.calls.values())
+    if r.endpoint and r.endpoint.retries:
+        failures_text = f", {r.endpoint.retries} retries after endpoint faults"
+    else:
+        failures_text = ""
     return (
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
-        f"{applied}, {calls} calls, {failures} failures, {r.seconds:.1f} s"
+        f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
 
 

@@ -36,6 +36,11 @@ class TrainConfig(BaseModel):
     """Seconds before a team rollout is cancelled (it then scores 0)."""
     concurrency: int = Field(4, ge=1)
     """Model calls in flight at once, across rollouts and learning calls."""
+    call_timeout: float = Field(120.0, gt=0)
+    """Seconds one attempt of one model call may take before it is cut and retried."""
+    retries: int = Field(4, ge=0)
+    """Retries of a model call after a transient endpoint fault (429, 5xx, timeout, dropped
+    connection, unusable body), with exponential backoff; then the call is counted and skipped."""
     budget_usd: float | None = Field(None, gt=0)
     """Stop cleanly after the step that brings the run's cost to this many dollars."""
     ground_truth: bool = True
@@ -69,6 +74,10 @@ class EvalConfig(BaseModel):
     max_tokens: int = Field(256, ge=16)
     rollout_timeout: float = Field(300.0, gt=0)
     concurrency: int = Field(4, ge=1)
+    call_timeout: float = Field(120.0, gt=0)
+    """Seconds one attempt of one model call may take before it is cut and retried."""
+    retries: int = Field(4, ge=0)
+    """Retries of a model call after a transient endpoint fault, with exponential backoff."""
     seed: int = 0
     budget: Budget = Budget()
     """The same injection as in training."""

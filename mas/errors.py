@@ -21,5 +21,6 @@ class ModelReplyError(Exception):
 
 
 class EndpointError(Exception):
-    """The model endpoint failed (after the client's own retries): a transport-level fault,
-    counted and skipped like a bad reply, but not journaled, so a resumed run tries again."""
+    """The model endpoint failed after every retry: a transport-level fault. A learning stage
+    counts and skips it without journaling it, so a resumed run tries that call again; a
+    rollout that fails on it is journaled as an errored rollout that scores 0."""

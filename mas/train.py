@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from . import hierarchy, screen, stages, usage
-from .clients import Limited
+from .clients import EndpointCounts, Limited, endpoint_counts
 from .config import TrainConfig
 from .cost import Price, stage_costs
 from .errors import UserError
@@ -59,6 +59,9 @@ class StepReport(BaseModel):
     """Dollars per stage (rollout, summary, advantage, edit), for the calls this step made."""
     cost_usd: float = 0.0
     seconds: float = 0.0
+    endpoint: EndpointCounts | None = None
+    """Calls, retries and faults by kind at the HTTP endpoint during the step (None for
+    clients that are not an OpenAI-compatible endpoint)."""
 
 
 class TrainResult(BaseModel):
@@ -129,6 +132,8 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     screen -> edit -> apply (per role), then record usage and keep within budget."""
     started, meter = time.perf_counter(), Meter()
+    before = endpoint_counts(client)
+    before = before.model_copy(deep=True) if before else None
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     ctx = stages.Context(scenario, config, client, journal, meter, heads, f"e{provenance.epoch}/s{provenance.step}")
 
@@ -169,6 +174,7 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         stage_cost_usd=stage_cost,
         cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
+        endpoint=endpoint_counts(client).minus(before) if before else None,
         **_role_spend(groups, scenario.role_names, price),
     )
 
@@ -209,7 +215,7 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
-FREE_ON_RESUME = {"budget_usd", "concurrency"}
+FREE_ON_RESUME = {"budget_usd", "concurrency", "call_timeout", "retries"}
 """Settings a resumed run may change: they bound the run, not what it learns."""
 
 
