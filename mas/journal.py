@@ -8,8 +8,10 @@ line, so its unit of work is simply done again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
         self.records: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
         if path.exists():
             self._load()
 
@@ -43,11 +46,16 @@ class Journal:
 
     def put(self, kind: str, key: str, data: Any) -> None:
         line = json.dumps({"kind": kind, "key": key, "data": data}, separators=(",", ":")) + "\n"
-        with self.path.open("a", encoding="utf-8") as f:
+        with self._lock, self.path.open("a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
-        self.records[(kind, key)] = data
+            self.records[(kind, key)] = data
+
+    async def record(self, kind: str, key: str, data: Any) -> None:
+        """``put`` in a worker thread: an fsync takes milliseconds, and the event loop has
+        every other rollout's calls to send meanwhile."""
+        await asyncio.to_thread(self.put, kind, key, data)
 
     def all(self, kind: str) -> list[Any]:
         return [data for (k, _), data in self.records.items() if k == kind]

@@ -64,7 +64,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
             ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=settings,
             timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
         )  # fmt: skip
-        ctx.journal.put("rollout", key, result.model_dump(mode="json"))
+        await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
         return result
 
     rollouts = await asyncio.gather(*(one(i) for i in range(ctx.config.group_size)))
@@ -197,12 +197,12 @@ async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):
             temperature=ctx.config.learning_temperature, **values,
         )  # fmt: skip
     except ModelReplyError as exc:
-        ctx.journal.put(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
+        await ctx.journal.record(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
         return None
     except EndpointError:  # not journaled: a resumed run tries again
         ctx.meter.fail(stage)
         return None
-    ctx.journal.put(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
+    await ctx.journal.record(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
     return reply
 
 

@@ -57,9 +57,16 @@ class FaultServer:
     ):
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.latency, self.slots, self.busy, self.peak = 0.0, None, 0, 0
         self.configure(rates or {}, seed=seed, slow_seconds=slow_seconds, echo_key=echo_key)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    def pace(self, latency: float, slots: int) -> "FaultServer":
+        """Serve like a real endpoint: every reply takes ``latency`` seconds and at most
+        ``slots`` requests are served at once (the others wait their turn)."""
+        self.latency, self.slots = latency, threading.BoundedSemaphore(slots)
+        return self
 
     def configure(
         self, rates: dict[str, float], *, seed: int = 0, slow_seconds: float | None = None, echo_key: bool | None = None
@@ -187,6 +194,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _answer(self, body: dict, request: Request) -> None:
+        server = self.owner
+        if server.slots is None:
+            return self._answer_now(body, request)
+        with server.slots:
+            with server.lock:
+                server.busy += 1
+                server.peak = max(server.peak, server.busy)
+            time.sleep(server.latency)
+            try:
+                self._answer_now(body, request)
+            finally:
+                with server.lock:
+                    server.busy -= 1
+
+    def _answer_now(self, body: dict, request: Request) -> None:
         server = self.owner
         kind = server._draw(body, structured=request.schema is not None)
         key = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
