@@ -10,37 +10,46 @@ from .budget import Budget
 from .promotion import PromotionPolicy
 
 
-class TrainConfig(BaseModel):
+class _Rollouts(BaseModel):
+    """What training and evaluation share: how the team's calls are made."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # -- the data
     tasks: int | None = Field(None, ge=1)
-    """Train on the first N tasks of the scenario (all when None)."""
+    """Use the first N tasks (training tasks for training, held-out ones for evaluation)."""
+    seed: int = 0
+    """Fixes task order and the sampling seed of every model call."""
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    """Sampling temperature of the team's calls."""
+    max_tokens: int = Field(256, ge=16)
+    """Completion cap for each of the team's calls."""
+    rollout_timeout: float = Field(300.0, gt=0)
+    """Seconds before a team rollout is cancelled (it then scores 0)."""
+    concurrency: int = Field(4, ge=1)
+    """Model calls in flight at once, across rollouts and learning calls. Above the
+    endpoint's own limit, requests wait there and no slot idles between calls."""
+    call_timeout: float = Field(120.0, gt=0)
+    """Seconds one attempt of one model call may take before it is cut and retried."""
+    retries: int = Field(4, ge=0)
+    """Retries of a model call after a transient endpoint fault (429, 5xx, timeout, dropped
+    connection, unusable body), with exponential backoff; then the call is counted and skipped."""
+    budget: Budget = Budget()
+    """Token caps of the libraries and of the lessons injected into one prompt (the same
+    injection in training and at inference)."""
+
+
+class TrainConfig(_Rollouts):
+    # -- the data
     epochs: int = Field(1, ge=1)
     """Passes over the training tasks (the paper uses 3)."""
     batch_size: int = Field(4, ge=1)
     """Tasks per step; one library update per step."""
     shuffle: bool = True
     """Reorder the tasks each epoch (seeded, so a resumed run sees the same order)."""
-    seed: int = 0
-    """Fixes task order and the sampling seed of every model call."""
 
     # -- rollouts
     group_size: int = Field(3, ge=1)
     """G: team rollouts per task (the paper uses 5 for maths, 3 for web search)."""
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    """Sampling temperature of the team's calls during training."""
-    max_tokens: int = Field(256, ge=16)
-    """Completion cap for each of the team's calls."""
-    rollout_timeout: float = Field(300.0, gt=0)
-    """Seconds before a team rollout is cancelled (it then scores 0)."""
-    concurrency: int = Field(4, ge=1)
-    """Model calls in flight at once, across rollouts and learning calls."""
-    call_timeout: float = Field(120.0, gt=0)
-    """Seconds one attempt of one model call may take before it is cut and retried."""
-    retries: int = Field(4, ge=0)
-    """Retries of a model call after a transient endpoint fault (429, 5xx, timeout, dropped
-    connection, unusable body), with exponential backoff; then the call is counted and skipped."""
     budget_usd: float | None = Field(None, gt=0)
     """Stop cleanly after the step that brings the run's cost to this many dollars."""
     ground_truth: bool = True
@@ -57,27 +66,10 @@ class TrainConfig(BaseModel):
     """Where proposed lessons go: the library of the role they name, or all to the global one."""
 
     # -- the hierarchy
-    budget: Budget = Budget()
-    """Token caps of the libraries and of the lessons injected into one prompt."""
     promotion: PromotionPolicy = PromotionPolicy()
     """When lessons move to the global library, and back."""
 
 
-class EvalConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tasks: int | None = Field(None, ge=1)
-    """Evaluate on the first N held-out tasks (all when None)."""
+class EvalConfig(_Rollouts):
     k: int = Field(1, ge=1)
     """Rollouts per task; Mean@k averages them."""
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    max_tokens: int = Field(256, ge=16)
-    rollout_timeout: float = Field(300.0, gt=0)
-    concurrency: int = Field(4, ge=1)
-    call_timeout: float = Field(120.0, gt=0)
-    """Seconds one attempt of one model call may take before it is cut and retried."""
-    retries: int = Field(4, ge=0)
-    """Retries of a model call after a transient endpoint fault, with exponential backoff."""
-    seed: int = 0
-    budget: Budget = Budget()
-    """The same injection as in training."""
