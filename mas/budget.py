@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal
 
 import bm25s
+import numpy as np
 from pydantic import Field
 
 from .types import Delete, Frozen, Lesson, Version
@@ -50,26 +53,60 @@ def select(version: Version | None, *, limit: int, query: str | None = None) -> 
     order without one), returned in id order so the prompt text stays stable."""
     if not version or not version.lessons:
         return []
-    lessons = sorted(version.lessons, key=lambda l: l.id)
+    prepared = _prepare(version)
+    order: Iterable[int] = range(len(prepared.ordered))
     if query:
-        scores = _scores(version.library, version.number, tuple(l.text for l in lessons), query)
-        order = sorted(range(len(lessons)), key=lambda i: (-scores[i], i))
-        lessons = [lessons[i] for i in order]
-    chosen, spent = [], 0
-    for lesson in lessons:
-        cost = tokens(lesson.text)
-        if spent + cost <= limit:
-            chosen.append(lesson)
-            spent += cost
-    return sorted(chosen, key=lambda l: l.id)
+        scores = _scores(version.library, version.number, prepared.texts, query)
+        order = np.argsort(-scores, kind="stable").tolist()  # score descending, ties in id order
+    chosen, spent, costs, least = [], 0, prepared.costs, prepared.least
+    for i in order:
+        if limit - spent < least:
+            break  # no lesson left can fit
+        if spent + costs[i] <= limit:
+            chosen.append(i)
+            spent += costs[i]
+    return [prepared.ordered[i] for i in sorted(chosen)]
 
 
-def _scores(library: str, number: int, texts: tuple[str, ...], query: str) -> list[float]:
+@dataclass(frozen=True)
+class _Prepared:
+    """What ``select`` needs of one version, computed once: lessons in id order, their token
+    costs, the cheapest cost, and the texts (the BM25 index key)."""
+
+    lessons: list[Lesson]
+    """The version's own list, to check the cache entry belongs to it."""
+    ordered: list[Lesson]
+    costs: list[int]
+    least: int
+    texts: tuple[str, ...]
+
+
+_PREPARED: OrderedDict[int, _Prepared] = OrderedDict()
+
+
+def _prepare(version: Version) -> _Prepared:
+    """Cached per version (versions are values: their lesson lists are never changed in place);
+    the entry holds the list itself, so its id cannot be reused while the entry lives."""
+    key = id(version.lessons)
+    hit = _PREPARED.get(key)
+    if hit is not None and hit.lessons is version.lessons and len(hit.ordered) == len(version.lessons):
+        _PREPARED.move_to_end(key)
+        return hit
+    ordered = sorted(version.lessons, key=lambda l: l.id)
+    costs = [tokens(l.text) for l in ordered]
+    hit = _Prepared(version.lessons, ordered, costs, min(costs), tuple(l.text for l in ordered))
+    _PREPARED[key] = hit
+    while len(_PREPARED) > 64:
+        _PREPARED.popitem(last=False)
+    return hit
+
+
+def _scores(library: str, number: int, texts: tuple[str, ...], query: str) -> np.ndarray:
     retriever = _index(library, number, texts)
     query_tokens = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
     if not query_tokens:
-        return [0.0] * len(texts)
-    return list(retriever.get_scores(query_tokens))
+        return np.zeros(len(texts))
+    return np.asarray(retriever.get_scores(query_tokens), dtype=float)
 
 
 @lru_cache(maxsize=64)

@@ -45,12 +45,16 @@ def build(events: Iterable[UsageEvent], heads: dict[str, Version] | None = None)
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     tasks: dict[tuple[str, str], int] = defaultdict(int)
     for event in events:
+        if not (event.cited or event.judged):
+            continue  # most events apply nothing
+        role, task, advantage = event.role, event.task_id, event.advantage
+        square = advantage * advantage
         for lesson in event.applied:
-            s = sums[(event.role, lesson)]
+            s = sums[(role, lesson)]
             s[0] += 1
-            s[1] += event.advantage
-            s[2] += event.advantage * event.advantage
-            tasks[(lesson, event.task_id)] += 1
+            s[1] += advantage
+            s[2] += square
+            tasks[(lesson, task)] += 1
     graph = nx.DiGraph()
     for (role, lesson), (uses, total, squares) in sums.items():
         e = Evidence.of(int(uses), total, squares)

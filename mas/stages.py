@@ -111,7 +111,10 @@ def _excerpt(r: Rollout) -> Summary:
 
 
 async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Advantage | None:
-    """Why the winners beat the losers, which role made the difference, lessons for it."""
+    """Why the winners beat the losers, which role made the difference, lessons for it.
+
+    The libraries are not in this prompt: each is read once per step, by its edit call, which
+    merges what the advantages propose into it (and ``apply`` refuses copies)."""
     attempts = "\n\n".join(
         f"## Attempt {r.index + 1} (reward {r.reward:g}, answer {r.answer or 'none'})\n"
         + "\n".join(f"- {n.role}: {n.note}" for n in s.roles)
@@ -122,7 +125,7 @@ async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Adv
     return await _journaled(
         ctx, "advantage", f"{ctx.prefix}/{group.task.id}", for_roles(Advantage, tuple(ctx.scenario.role_names)),
         question=group.task.question, truth=truth, roles=", ".join(ctx.scenario.role_names),
-        attempts=attempts, libraries=_libraries_text(ctx), system_max_lessons=ctx.config.lessons_per_group,
+        attempts=attempts, system_max_lessons=ctx.config.lessons_per_group,
     )  # fmt: skip
 
 
@@ -210,8 +213,3 @@ def _lessons_text(version: Version | None) -> str:
     if not version or not version.lessons:
         return "(none)"
     return "\n".join(f"[{l.id}] {l.text}" for l in version.lessons)
-
-
-def _libraries_text(ctx: Context) -> str:
-    names = ["global", *ctx.scenario.role_names]
-    return "\n".join(f"{n}:\n{_lessons_text(ctx.heads.get(n))}" for n in names)

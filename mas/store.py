@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
+from json.encoder import encode_basestring as _string  # C, the escaping of ensure_ascii=False
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -32,8 +34,58 @@ class CorruptLibrary(UserError):
 
 
 def _dumps(data: Any) -> str:
-    """Pretty, sorted JSON so a library file diffs well in review."""
-    return json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    """Pretty, sorted JSON so a library file diffs well in review: the text of
+    ``json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False)``, built about twice as
+    fast (the standard encoder is pure Python once it indents); other types fall back to it."""
+    out: list[str] = []
+    try:
+        _pretty(data, out, "\n")
+    except (TypeError, RecursionError):
+        return json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    return "".join(out) + "\n"
+
+
+def _pretty(o: Any, out: list[str], newline: str) -> None:
+    """Append the indented JSON of ``o`` to ``out``; ``newline`` is the current line start."""
+    if isinstance(o, str):
+        out.append(_string(o))
+    elif isinstance(o, dict):
+        if not o:
+            out.append("{}")
+            return
+        inner, sep = newline + " ", "{"
+        for key, value in sorted(o.items()):
+            if type(key) is not str:
+                raise TypeError(key)
+            head = sep + inner + _string(key) + ": "
+            if type(value) is str:
+                out.append(head + _string(value))
+            else:
+                out.append(head)
+                _pretty(value, out, inner)
+            sep = ","
+        out.append(newline + "}")
+    elif isinstance(o, list):
+        if not o:
+            out.append("[]")
+            return
+        inner, sep = newline + " ", "["
+        for value in o:
+            if type(value) is str:
+                out.append(sep + inner + _string(value))
+            else:
+                out.append(sep + inner)
+                _pretty(value, out, inner)
+            sep = ","
+        out.append(newline + "]")
+    elif o is None or o is True or o is False:
+        out.append("null" if o is None else "true" if o else "false")
+    elif isinstance(o, int):
+        out.append(int.__repr__(o))
+    elif isinstance(o, float):
+        out.append(float.__repr__(o) if math.isfinite(o) else "NaN" if o != o else "Infinity" if o > 0 else "-Infinity")
+    else:
+        raise TypeError(type(o))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -119,20 +171,28 @@ class AtomicJSONStorage(Storage):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.written: str | None = None
+        """The text of the last write, so the store can keep what it wrote as its cache."""
 
     def read(self) -> dict | None:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except UnicodeDecodeError as e:
-            raise _corrupt(self.path, f"not UTF-8: {e.reason}") from None
-        return _parse(self.path, text)
+        text = _read_text(self.path)
+        return None if text is None else _parse(self.path, text)
 
     def write(self, data: dict) -> None:
         text = _dumps(data)
         _atomic_write(self.path, text)
         _atomic_write(Path(f"{self.path}.bak"), text)
+        self.written = text
+
+
+def _read_text(path: Path) -> str | None:
+    """A library file's text; None when it is missing."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as e:
+        raise _corrupt(path, f"not UTF-8: {e.reason}") from None
 
 
 class LibraryStore:
@@ -142,6 +202,9 @@ class LibraryStore:
         self.path = Path(path)
         self.backup = Path(f"{self.path}.bak")
         self._lock = filelock.FileLock(f"{self.path}.lock", timeout=lock_timeout)
+        self._cache: tuple[str, list[Version]] | None = None
+        """The file text last read or written, and its versions, validated: a read finding the
+        very same text reuses them instead of parsing and validating the whole history again."""
 
     # -- reading -------------------------------------------------------------------------
 
@@ -150,8 +213,15 @@ class LibraryStore:
 
     def _load(self) -> list[Version]:
         """Every version, validated, ordered by library then number."""
-        with self._open() as db:
-            return _read(self.path, db)
+        text = _read_text(self.path)
+        if text is None:
+            return []
+        if self._cache is not None and self._cache[0] == text:
+            return list(self._cache[1])
+        data = _parse(self.path, text)
+        loaded = _validate(self.path, list(data.get(TABLE, {}).values()))
+        self._cache = (text, loaded)
+        return list(loaded)
 
     def libraries(self) -> list[str]:
         return _ordered({v.library for v in self._load()})
@@ -217,13 +287,16 @@ class LibraryStore:
         names = [v.library for v in versions]
         if len(set(names)) != len(names):
             raise ValueError(f"one commit holds two versions of a library: {names}")
+        loaded = self._load()
+        for v in versions:
+            expected = _head(loaded, v.library).number + 1
+            if v.number != expected:
+                raise ValueError(f"{v.library}: next version is {expected}, not {v.number}")
         with self._open() as db:
-            loaded = _read(self.path, db)
-            for v in versions:
-                expected = _head(loaded, v.library).number + 1
-                if v.number != expected:
-                    raise ValueError(f"{v.library}: next version is {expected}, not {v.number}")
             db.table(TABLE).insert_multiple(v.model_dump(mode="json") for v in versions)
+            written = db.storage.written
+        if written is not None:  # the new versions are validated models already
+            self._cache = (written, sorted(loaded + versions, key=lambda v: (v.library, v.number)))
 
     def rollback(self, library: str, number: int) -> Version:
         """Commit a new version with the lessons of an old one; ids stay never reused."""
@@ -255,10 +328,6 @@ class LibraryStore:
                 raise UserError(f"{self.path}: corrupt, and so is {self.backup}") from None
             _atomic_write(self.path, text)
         return len(restored)
-
-
-def _read(path: Path, db: TinyDB) -> list[Version]:
-    return _validate(path, [dict(d) for d in db.table(TABLE).all()])
 
 
 def _ordered(names: Iterable[str]) -> list[str]:

@@ -1,0 +1,32 @@
+"""Run every benchmark in this folder, each in its own process; exit non-zero if any goal fails.
+
+Usage: ``.venv/bin/python bench/run_all.py [NAME ...]`` (default: all of them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ALL = ["pipeline", "overhead", "learning_calls", "context_tax", "bookkeeping", "embedded"]
+
+
+def main() -> int:
+    names = sys.argv[1:] or ALL
+    results = []
+    for name in names:
+        print(f"=== {name}", flush=True)
+        start = time.perf_counter()
+        code = subprocess.call([sys.executable, str(HERE / f"{name}.py")], cwd=HERE.parent)
+        results.append((name, code, time.perf_counter() - start))
+    print("\n=== summary")
+    for name, code, seconds in results:
+        print(f"{'PASS' if code == 0 else 'FAIL'}  {name:<16} ({seconds:.0f} s)")
+    return 0 if all(code == 0 for _, code, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
