@@ -59,7 +59,7 @@ def test_round_trip(store: LibraryStore) -> None:
     assert store.versions("solver") == [v]
     assert LibraryStore(store.path).version("solver", 1) == v
     text = store.path.read_text()
-    assert text.startswith('{\n "versions"') and json.loads(text)
+    assert text.startswith('{\n  "versions"') and json.loads(text)
 
 
 def test_number_order_and_head(store: LibraryStore) -> None:
