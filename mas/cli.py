@@ -43,6 +43,7 @@ app.add_typer(graph_app, name="graph")
 app.command("promote")(promote_command)
 out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
 
+ScenarioArg = Annotated[str, typer.Argument(help="A shipped scenario (maths, multihop) or a .jsonl file.")]
 Model = Annotated[str, typer.Option("--model", help="local (embedded SmolLM2-135M), openai:MODEL, or fake.")]
 BaseUrl = Annotated[Optional[str], typer.Option(help="OpenAI-compatible base URL (or MAS_BASE_URL).")]
 ApiKey = Annotated[Optional[str], typer.Option(help="API key (or OPENAI_API_KEY).")]
@@ -51,7 +52,7 @@ LibraryOpt = Annotated[Optional[Path], typer.Option("--library", help="Library f
 
 @app.command("train")
 def train_command(
-    scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
+    scenario: ScenarioArg,
     model: Model = "local",
     epochs: int = typer.Option(1, min=1),
     batch_size: int = typer.Option(4, min=1, help="Tasks per step."),
@@ -118,7 +119,7 @@ def train_command(
 
 @app.command("eval")
 def eval_command(
-    scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
+    scenario: ScenarioArg,
     model: Model = "local",
     k: int = typer.Option(1, min=1, help="Rollouts per task (Mean@k, Pass@k)."),
     tasks: Optional[int] = typer.Option(None, min=1, help="Evaluate on the first N held-out tasks."),
@@ -185,7 +186,7 @@ def eval_command(
 
 @app.command("transfer")
 def transfer_command(
-    scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
+    scenario: ScenarioArg,
     model: Model = "local",
     k: int = typer.Option(1, min=1, help="Rollouts per task."),
     tasks: Optional[int] = typer.Option(None, min=1, help="The first N held-out tasks."),
@@ -222,7 +223,7 @@ def transfer_command(
 
 @app.command("ablate")
 def ablate_command(
-    scenario: Annotated[str, typer.Argument(help="A shipped scenario (maths) or a .jsonl file.")],
+    scenario: ScenarioArg,
     model: Model = "local",
     variants: Optional[str] = typer.Option(None, help=f"Comma-separated subset of: {', '.join(VARIANTS)}."),
     tasks: int = typer.Option(8, min=1, help="Training tasks."),
