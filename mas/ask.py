@@ -17,6 +17,9 @@ from .meter import Meter
 from .templates import render
 
 T = TypeVar("T", bound=BaseModel)
+MAX_TOKENS = {"summary": 400, "advantage": 600, "edit": 600, "direct": 600}
+"""Completion caps per stage: enough for a valid reply, and a small model that rambles inside
+a JSON string is cut before it costs more."""
 
 
 async def ask(
@@ -27,7 +30,7 @@ async def ask(
     meter: Meter,
     seed: int,
     temperature: float,
-    max_tokens: int = 1024,
+    max_tokens: int | None = None,
     **values: object,
 ) -> T:
     """Ask ``stage`` (``summary``, ``advantage``, ``edit``) for a ``schema`` instance."""
@@ -36,7 +39,7 @@ async def ask(
         SystemMessage(content=render(f"{stage}.system", schema=schema_text, **_split(values, "system_"))),
         UserMessage(content=render(f"{stage}.user", **_split(values, "")), source="user"),
     ]
-    extra = {"seed": seed, "temperature": temperature, "max_tokens": max_tokens}
+    extra = {"seed": seed, "temperature": temperature, "max_tokens": max_tokens or MAX_TOKENS[stage]}
     result = await client.create(messages, json_output=schema, extra_create_args=extra)
     meter.count(stage, result.usage)
     raw = result.content if isinstance(result.content, str) else str(result.content)

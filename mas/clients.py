@@ -92,7 +92,9 @@ async def open_client(
         from .server import embedded_server
 
         with embedded_server(threads=threads) as url:
-            client = _openai("smollm2-135m", url, "not-needed", embedded=True, **limits)
+            # The server answers one request at a time: queue here, so that a call's deadline
+            # counts the server's own time and not the wait behind other calls.
+            client = Limited(_openai("smollm2-135m", url, "not-needed", embedded=True, **limits), 1)
             try:
                 yield client
             finally:
