@@ -22,7 +22,7 @@ def test_the_api_key_is_written_nowhere(fault_server, maths, tmp_path, monkeypat
     # Faults of every kind, error bodies that echo the key, and few retries: some calls fail
     # for good, so error messages reach the journal.
     fault_server.configure({**spread(0.3, KINDS), FATAL[0]: 0.03}, seed=5, slow_seconds=2.0, echo_key=True)
-    train_config = TrainConfig(tasks=8, batch_size=4, group_size=3, call_timeout=0.5, retries=1, concurrency=8)
+    train_config = TrainConfig(tasks=16, batch_size=4, group_size=3, call_timeout=0.5, retries=1, concurrency=8)
     eval_config = EvalConfig(tasks=4, k=2, call_timeout=0.5, retries=1, concurrency=8)
 
     async def go():
