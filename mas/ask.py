@@ -47,11 +47,30 @@ async def ask(
         raw = close_truncated(raw)
     try:
         # strict=False: llama.cpp's JSON grammar lets raw newlines into strings.
-        return schema.model_validate(json.loads(_json_part(raw), strict=False))
+        data = json.loads(_json_part(raw), strict=False)
+        try:
+            return schema.model_validate(data)
+        except ValidationError as exc:  # strings past their length (a rambling model): cut them
+            return schema.model_validate(_clipped(data, exc))
     except (ValidationError, ValueError) as exc:
         meter.fail(stage)
         first = str(exc).splitlines()[0]
         raise ModelReplyError(f"{stage}: reply does not match {schema.__name__}: {first}", raw) from None
+
+
+def _clipped(data, exc: ValidationError):
+    """``data`` with every over-long string cut to its field's maximum, or the error again
+    when anything else is wrong."""
+    errors = exc.errors()
+    if any(e["type"] != "string_too_long" for e in errors):
+        raise exc
+    for e in errors:
+        *path, last = e["loc"]
+        parent = data
+        for key in path:
+            parent = parent[key]
+        parent[last] = parent[last][: e["ctx"]["max_length"]]
+    return data
 
 
 def _split(values: dict, prefix: str) -> dict:

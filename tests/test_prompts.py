@@ -61,3 +61,15 @@ async def test_ask_finds_json_in_prose_and_repairs_a_cut_reply():
 def test_close_truncated_handles_escapes_and_nesting():
     assert json.loads(close_truncated('{"a": "x\\"y')) == {"a": 'x"y'}
     assert json.loads(close_truncated('{"a": ["}", {"b": 1')) == {"a": ["}", {"b": 1}]}
+
+
+async def test_over_long_strings_are_cut_to_their_field():
+    from mas.types import Summary, for_roles
+
+    schema = for_roles(Summary, ("planner", "solver"))
+    reply = json.dumps({"roles": [{"role": "solver", "note": "n" * 900}], "outcome": "o" * 5000})
+    values = dict(question="q", answer="1", reward="1", traces="t")
+    summary = await ask(Scripted(reply), "summary", schema, meter=Meter(), seed=0, temperature=0, **values)
+    assert len(summary.outcome) == 600 and len(summary.roles[0].note) == 600
+    with pytest.raises(ModelReplyError):  # anything else wrong still fails
+        await ask(Scripted(json.dumps({"roles": [{"role": "astronaut", "note": "x" * 900}], "outcome": "o"})), "summary", schema, meter=Meter(), seed=0, temperature=0, **values)
