@@ -3,7 +3,7 @@
 Goals:
   (a) commit one Version of 10,000 lessons to a LibraryStore, then ``heads()`` from a fresh
       store object: at most 3x a plain ``json.dump`` + ``json.load`` of the same records;
-  (b) ``graph.build(UsageLog(path).events(), heads)`` + ``promotion.plan(...)`` over
+  (b) ``graph.build(StepLog(path, UsageEvent).items(), heads)`` + ``promotion.plan(...)`` over
       1,000,000 usage events (3 roles, ~50 lessons): at most 5x one plain pass that reads the
       same file with json and sums the same events into a dict;
   (c) both grow at most linearly: log-log least-squares slope of time against size at most
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mas import graph
-from mas.promotion import PromotionPolicy, plan
-from mas.store import LibraryStore
-from mas.types import GLOBAL, Lesson, Version
-from mas.usage import UsageLog
+from mas.library import graph
+from mas.library.logs import StepLog
+from mas.library.promotion import PromotionPolicy, plan
+from mas.library.store import LibraryStore
+from mas.types import GLOBAL, Lesson, UsageEvent, Version
 
 REPEAT, STEP = 5, 1_000
 LESSONS = (1_000, 3_000, 10_000)
@@ -49,7 +49,9 @@ def best(fn, repeat: int = REPEAT) -> float:
 
 
 def version(name: str, n: int) -> Version:
-    lessons = [Lesson(id=f"{name}/{i:04d}", text=" ".join(rng.choices(WORDS, k=12)) + f" {i}.") for i in range(1, n + 1)]
+    lessons = [
+        Lesson(id=f"{name}/{i:04d}", text=" ".join(rng.choices(WORDS, k=12)) + f" {i}.") for i in range(1, n + 1)
+    ]
     return Version(library=name, number=1, lessons=lessons, next_id=n + 1)
 
 
@@ -103,7 +105,7 @@ def promotion_pair(n: int) -> tuple[float, float]:
     path = usage_log(n)
 
     def ours():
-        plan(graph.build(UsageLog(path).events(), HEADS), HEADS, PromotionPolicy())
+        plan(graph.build(StepLog(path, UsageEvent).items(), HEADS), HEADS, PromotionPolicy())
 
     def plain():
         sums: dict = defaultdict(lambda: [0, 0.0, 0.0])

@@ -1,7 +1,7 @@
 """Context tax: the lesson tokens injected into one role call, as the libraries grow.
 
 Goal: at 10, 100, 1,000 and 10,000 lessons (random texts, in the role's library and in the
-global one) the lessons that ``mas.library.role_block`` injects never exceed the budget,
+global one) the lessons that ``mas.library.inject.role_block`` injects never exceed the budget,
 ``global_tokens + inject_tokens`` for inject="relevant"; over 50 different tasks per size.
 Printed per size: injected tokens (max, and as a ratio of the budget), the first call
 (builds the BM25 index) and the median of the later calls, and that time as a ratio of
@@ -16,8 +16,8 @@ import statistics
 import sys
 import time
 
-from mas.budget import Budget, tokens
-from mas.library import role_block
+from mas.library.budget import Budget, tokens
+from mas.library.inject import role_block
 from mas.scenario import load_scenario
 from mas.types import GLOBAL, Lesson, Version
 
@@ -50,7 +50,7 @@ def main() -> int:
             start = time.perf_counter()
             block = role_block(heads, ROLE, task=q, budget=budget)
             times.append(time.perf_counter() - start)
-            spent.append(sum(tokens(text) for text in LINE.findall(block)))
+            spent.append(sum(tokens(text) for text in LINE.findall(block.text)))
         per_call = statistics.median(times[1:])
         base = base or per_call
         ok &= max(spent) <= cap and min(spent) > 0

@@ -17,8 +17,8 @@ import time
 
 from autogen_core.models import SystemMessage, UserMessage
 
-from mas.clients import open_client
-from mas.server import model_path
+from mas.models.clients import open_client
+from mas.models.server import model_path
 
 THREADS, N_CTX, MAX_TOKENS, SEED, ROUNDS, GOAL = os.cpu_count() or 2, 8192, 128, 1234, 5, 0.9
 SYSTEM = "You are a helpful assistant."

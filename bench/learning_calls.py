@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 
 from mas.config import TrainConfig
-from mas.fake import FakeClient
+from mas.library.edits import apply
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
-from mas.store import LibraryStore
-from mas.library import apply
 from mas.train import train
 from mas.types import GLOBAL, Add, Version
 
@@ -66,13 +66,17 @@ def main() -> int:
     print(f"\nK={k} informative groups of {report.groups}, G={G}")
     print(f"{'stage':<10} {'calls':>6} {'prompt tok':>11} {'completion':>11} {'tok/call':>9}")
     for stage, c in report.calls.items():
-        print(f"{stage:<10} {c.calls:>6} {c.prompt_tokens:>11} {c.completion_tokens:>11} {c.prompt_tokens / max(c.calls, 1):>9.0f}")
+        print(
+            f"{stage:<10} {c.calls:>6} {c.prompt_tokens:>11} {c.completion_tokens:>11} {c.prompt_tokens / max(c.calls, 1):>9.0f}"
+        )
     per_group = (summary + advantage) / max(k, 1)
     reads = {name: sum(any(line in text_of(r) for line in ls) for r in learning) for name, ls in lines.items()}
     leaks = sum(any(t in text_of(r) for ts in texts.values() for t in ts) for r in by_schema.get("Summary", []))
     print(f"\nlearning calls per informative group: {per_group:.2f} (summary {summary}, advantage {advantage})")
     print(f"edit calls this step: {edit} (libraries: {len(heads)})")
-    print(f"learning calls this step: mas {ours} vs reference K*(G+2)+r = {reference}: ratio {ours / max(reference, 1):.3f}")
+    print(
+        f"learning calls this step: mas {ours} vs reference K*(G+2)+r = {reference}: ratio {ours / max(reference, 1):.3f}"
+    )
     print(f"learning prompts that read each library: {reads}")
     print(f"summary prompts carrying library text: {leaks} of {summary}")
 

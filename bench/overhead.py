@@ -23,9 +23,9 @@ import time
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.teams import RoundRobinGroupChat
 
-from mas.fake import FakeClient
-from mas.library import apply
+from mas.library.edits import apply
 from mas.meter import Meter
+from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
 from mas.team import run_rollout, system_message
 from mas.tools import TOOLS
@@ -35,12 +35,18 @@ GOAL, CHUNK, ROUNDS = 1.15, 40, 25
 N = CHUNK * ROUNDS
 SCENARIO = load_scenario("maths")
 TASKS = (SCENARIO.tasks * 10)[:CHUNK]
-TEXTS = ["Check every number of the task twice.", "When the task has brackets, keep them in the expression.",
-         "Pass the whole expression to the calculator.", "State the final answer on its own line."]
+TEXTS = [
+    "Check every number of the task twice.",
+    "When the task has brackets, keep them in the expression.",
+    "Pass the whole expression to the calculator.",
+    "State the final answer on its own line.",
+]
 
 
 def library(name: str) -> Version:
-    return apply(Version(library=name, number=0, lessons=[], next_id=1), [Add(op="add", text=f"{t} ({name})") for t in TEXTS])[0]
+    return apply(
+        Version(library=name, number=0, lessons=[], next_id=1), [Add(op="add", text=f"{t} ({name})") for t in TEXTS]
+    )[0]
 
 
 HEADS = {n: library(n) for n in [GLOBAL, *SCENARIO.role_names]}
@@ -59,9 +65,14 @@ async def bare_side(client: FakeClient) -> None:
     for task in TASKS:
         agents = [
             AssistantAgent(
-                role.name, model_client=client, system_message=PROMPTS[task.id][role.name], description=role.description,
-                tools=[TOOLS[name](task) for name in role.tools] or None, reflect_on_tool_use=role.reflect and bool(role.tools),
-                max_tool_iterations=role.tool_rounds, tool_call_summary_format=role.tool_summary,
+                role.name,
+                model_client=client,
+                system_message=PROMPTS[task.id][role.name],
+                description=role.description,
+                tools=[TOOLS[name](task) for name in role.tools] or None,
+                reflect_on_tool_use=role.reflect and bool(role.tools),
+                max_tool_iterations=role.tool_rounds,
+                tool_call_summary_format=role.tool_summary,
             )  # fmt: skip
             for role in SCENARIO.roles
         ]
@@ -90,7 +101,9 @@ def main() -> int:
             times.append(timed(side))
     mas_t, bare_t = statistics.median(mas_times), statistics.median(bare_times)
     ratio = mas_t / bare_t
-    print(f"{N} rollouts each way: mas {mas_t * 1000 / CHUNK:.2f} ms/rollout, bare {bare_t * 1000 / CHUNK:.2f} ms/rollout")
+    print(
+        f"{N} rollouts each way: mas {mas_t * 1000 / CHUNK:.2f} ms/rollout, bare {bare_t * 1000 / CHUNK:.2f} ms/rollout"
+    )
     ok = ratio <= GOAL
     print(f"overhead ratio mas/bare = {ratio:.3f} (goal <= {GOAL}) {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

@@ -26,12 +26,12 @@ from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mas.clients import open_client  # noqa: E402
-from mas.config import TrainConfig  # noqa: E402
-from mas.promotion import PromotionPolicy  # noqa: E402
-from mas.scenario import load_scenario  # noqa: E402
-from mas.store import LibraryStore  # noqa: E402
-from mas.train import train  # noqa: E402
+from mas.config import TrainConfig
+from mas.library.promotion import PromotionPolicy
+from mas.library.store import LibraryStore
+from mas.models.clients import open_client
+from mas.scenario import load_scenario
+from mas.train import train
 
 LATENCY, SLOTS, GOAL = 0.2, 8, 0.85
 
@@ -71,8 +71,10 @@ def main() -> int:
     depth = 3 + (3 if report.informative else 0)
     bound = max(depth, math.ceil(calls / SLOTS)) * LATENCY
     efficiency = bound / wall
-    print(f"calls {calls} ({', '.join(f'{k} {v.calls}' for k, v in report.calls.items())}), "
-          f"informative groups {report.informative}, server peak concurrency {peak}/{SLOTS}")
+    print(
+        f"calls {calls} ({', '.join(f'{k} {v.calls}' for k, v in report.calls.items())}), "
+        f"informative groups {report.informative}, server peak concurrency {peak}/{SLOTS}"
+    )
     print(f"lower bound {bound:.2f} s, wall {wall:.2f} s, efficiency {efficiency:.3f} (goal >= {GOAL})")
     return 0 if efficiency >= GOAL else 1
 

@@ -16,20 +16,19 @@
 Any autogen ``ChatCompletionClient`` can be passed as ``client``.
 """
 
-from .clients import open_client
-from .config import EvalConfig, TrainConfig
-from .errors import ModelReplyError, UserError
-from .evaluate import EvalResult, evaluate
-from .fake import FakeClient
-from .types import Task
-from .library import role_block
-from .scenario import Scenario, custom_scenario, load_scenario
-from .store import LibraryStore
-from .team import system_message
-from .train import TrainResult, train
+from mas.config import EvalConfig, TrainConfig
+from mas.errors import ModelReplyError, UserError
+from mas.library.store import LibraryStore
+from mas.models.clients import open_client
+from mas.models.fake import FakeClient
+from mas.scenario import Scenario, custom_scenario, load_scenario
+from mas.studies.evaluate import EvalResult, evaluate
+from mas.team import system_message
+from mas.train import TrainResult, train
+from mas.types import Task, Version
 
 
-def load_library(path: str) -> dict:
+def load_library(path: str) -> dict[str, Version]:
     """The latest version of every library in a library file, by library name."""
     return LibraryStore(path).heads()
 
@@ -41,8 +40,8 @@ __all__ = [
     "LibraryStore",
     "ModelReplyError",
     "Scenario",
-    "TrainConfig",
     "Task",
+    "TrainConfig",
     "TrainResult",
     "UserError",
     "custom_scenario",
@@ -50,7 +49,6 @@ __all__ = [
     "load_library",
     "load_scenario",
     "open_client",
-    "role_block",
     "system_message",
     "train",
 ]

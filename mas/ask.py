@@ -12,9 +12,9 @@ from typing import TypeVar
 from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
 from pydantic import BaseModel, ValidationError
 
-from .errors import ModelReplyError
-from .meter import Meter
-from .templates import render
+from mas.errors import ModelReplyError
+from mas.meter import Meter
+from mas.templates import render
 
 T = TypeVar("T", bound=BaseModel)
 MAX_TOKENS = {"summary": 400, "advantage": 600, "edit": 600, "direct": 600}
@@ -76,7 +76,7 @@ def _clipped(data, exc: ValidationError):
 def _split(values: dict, prefix: str) -> dict:
     """Values named ``system_x`` fill ``x`` in the system half; the rest fill the user half."""
     if prefix:
-        return {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
     return {k: v for k, v in values.items() if not k.startswith("system_")}
 
 

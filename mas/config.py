@@ -1,19 +1,26 @@
-"""Training and evaluation settings. Every field acts; ``tests/test_knobs.py`` shows each does."""
+"""Training and evaluation settings: the one place for their defaults and bounds (the CLI
+derives its options from these fields). Every field acts; ``tests/test_knobs.py`` shows each does."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .budget import Budget
-from .promotion import PromotionPolicy
+from mas.library.budget import Budget
+from mas.library.promotion import PromotionPolicy
 
 
-class _Rollouts(BaseModel):
+def seed_of(*parts: object) -> int:
+    """A seed derived from ``parts`` (the run's seed, a stage, a key): stable across runs."""
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+class RolloutConfig(BaseModel):
     """What training and evaluation share: how the team's calls are made."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     tasks: int | None = Field(None, ge=1)
     """Use the first N tasks (training tasks for training, held-out ones for evaluation)."""
@@ -37,8 +44,12 @@ class _Rollouts(BaseModel):
     """Token caps of the libraries and of the lessons injected into one prompt (the same
     injection in training and at inference)."""
 
+    def sampling(self, *key: object) -> dict:
+        """The settings of every call of one rollout, its seed fixed by ``key``."""
+        return {"seed": seed_of(self.seed, *key), "temperature": self.temperature, "max_tokens": self.max_tokens}
 
-class TrainConfig(_Rollouts):
+
+class TrainConfig(RolloutConfig):
     # -- the data
     epochs: int = Field(1, ge=1)
     """Passes over the training tasks (the paper uses 3)."""
@@ -53,7 +64,8 @@ class TrainConfig(_Rollouts):
     budget_usd: float | None = Field(None, gt=0)
     """Stop cleanly after the step that brings the run's cost to this many dollars."""
     ground_truth: bool = True
-    """False: reward against the majority answer of the group (the paper's no-ground-truth mode)."""
+    """Reward against the task's answer; off: against the group's majority answer (the paper's
+    no-ground-truth mode)."""
 
     # -- learning
     learning_temperature: float = Field(0.3, ge=0.0, le=2.0)
@@ -70,6 +82,6 @@ class TrainConfig(_Rollouts):
     """When lessons move to the global library, and back."""
 
 
-class EvalConfig(_Rollouts):
+class EvalConfig(RolloutConfig):
     k: int = Field(1, ge=1)
     """Rollouts per task; Mean@k averages them."""

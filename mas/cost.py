@@ -8,9 +8,8 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from .errors import UserError
-from .meter import StageCount
-from .types import Frozen
+from mas.errors import UserError
+from mas.types import Frozen, StageCount
 
 
 class Price(Frozen):
@@ -34,7 +33,7 @@ def price_for(model: str, table: Path | None = None) -> Price:
     except FileNotFoundError:
         raise UserError(f"{source}: no such price file") from None
     except (tomllib.TOMLDecodeError, AttributeError, KeyError, TypeError, ValueError, ValidationError) as exc:
-        raise UserError(f"{source}: expected [prices] with \"model\" = [prompt, completion] ({exc})") from None
+        raise UserError(f'{source}: expected [prices] with "model" = [prompt, completion] ({exc})') from None
     return pairs.get(model.split(":")[0] if model.startswith("fake") else model, Price(known=False))
 
 

@@ -5,15 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from autogen_core.models import RequestUsage
-from pydantic import BaseModel
 
-
-class StageCount(BaseModel):
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    failures: int = 0
-    """Replies that failed validation (or calls that raised) and were skipped."""
+from mas.types import StageCount
 
 
 class Meter:

@@ -1,34 +1,32 @@
 """Scenarios and roles, loaded from data files.
 
-A scenario is a folder in ``scenarios/`` with a ``scenario.toml`` (its roles, task file and
-reward) or, for a quick start, any JSONL file of ``id``/``question``/``answer`` records, which
-gets the maths team and numeric reward. Roles are TOML files in ``roles/``; a scenario may
-override one with its own ``roles/NAME.toml``.
+A scenario is a folder with a ``scenario.toml`` (its roles, task file and reward) or, for a
+quick start, any JSONL file of ``id``/``question``/``answer`` records, which gets the team and
+reward of the shipped scenario it looks like. Roles are TOML files; a scenario may override one
+with its own ``roles/NAME.toml``. Both are looked up in the user's folders first, then among
+the shipped ones (``mas.paths``).
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import ChatCompletionClient
 from pydantic import Field, ValidationError
 
-from .datasets import load_jsonl
-from .errors import UserError
-from .maths import extract_answer, numeric_reward
-from .qa import extract_answer as qa_extract
-from .qa import qa_reward
-from .symbolic import extract_latex, symbolic_reward
-from .tools import TOOLS
-from .types import Frozen, Task
-
-HOME = Path(__file__).resolve().parents[1]
-ROLES_DIR = HOME / "roles"
-SCENARIOS_DIR = HOME / "scenarios"
+from mas import paths
+from mas.datasets import load_jsonl
+from mas.domains.maths import extract_answer, numeric_reward
+from mas.domains.qa import extract_answer as qa_extract
+from mas.domains.qa import qa_reward
+from mas.domains.symbolic import extract_latex, symbolic_reward
+from mas.errors import UserError
+from mas.tools import TOOLS
+from mas.types import Frozen, Rollout, Task
 
 REWARDS: dict[str, Callable[[Task, str | None], float]] = {
     "numeric": lambda task, got: numeric_reward(task.answer or "", got),
@@ -87,6 +85,12 @@ class Scenario:
     def reward(self, task: Task, answer: str | None) -> float:
         return (self.reward_fn or REWARDS[self.reward_name])(task, answer)
 
+    def score(self, task: Task, rollout: Rollout) -> float:
+        """A rollout's reward: 0 when it failed, or when there is no answer to compare with."""
+        if rollout.error or task.answer is None:
+            return 0.0
+        return self.reward(task, rollout.answer)
+
     def extract(self, transcript: str) -> str | None:
         return (self.extract_fn or EXTRACTORS[self.reward_name])(transcript)
 
@@ -126,14 +130,29 @@ def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
     path = Path(name_or_path)
     if path.suffix == ".jsonl":
         return _from_jsonl(path, limit)
-    folder = path if path.is_dir() else SCENARIOS_DIR / name_or_path
-    spec_path = folder / "scenario.toml"
-    if not spec_path.is_file():
-        known = sorted(p.name for p in SCENARIOS_DIR.iterdir() if (p / "scenario.toml").is_file())
-        raise UserError(f"unknown scenario {name_or_path!r}: expected one of {', '.join(known)} or a .jsonl file")
+    named = paths.safe_name(name_or_path)
+    spec_path = (
+        path / "scenario.toml"
+        if path.is_dir()
+        else named and _first(d / named / "scenario.toml" for d in paths.search_path("scenarios"))
+    )
+    if not spec_path or not spec_path.is_file():
+        known = sorted(
+            {
+                p.name
+                for d in paths.search_path("scenarios")
+                if d.is_dir()
+                for p in d.iterdir()
+                if (p / "scenario.toml").is_file()
+            }
+        )
+        raise UserError(
+            f"unknown scenario {name_or_path!r}: expected one of {', '.join(known)}, a folder or a .jsonl file"
+        )
     spec = _validated(ScenarioFile, _toml(spec_path), spec_path)
     if spec.reward not in REWARDS:
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
+    folder = spec_path.parent
     roles = [load_role(r, source=spec_path, local=folder / "roles") for r in spec.roles]
     test = load_jsonl(folder / spec.test_tasks, limit=limit) if spec.test_tasks else None
     return Scenario(spec.name, roles, load_jsonl(folder / spec.tasks, limit=limit), spec.reward, test)
@@ -153,11 +172,12 @@ def _from_jsonl(path: Path, limit: int | None) -> Scenario:
 
 
 def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:
-    """``roles/NAME.toml``, or the scenario's own ``roles/NAME.toml`` when it has one."""
-    path = local / f"{name}.toml" if local and (local / f"{name}.toml").is_file() else ROLES_DIR / f"{name}.toml"
-    if not path.is_file():
+    """The scenario's own ``roles/NAME.toml`` when it has one, else the user's, else the shipped one."""
+    folders = ([local] if local else []) + paths.search_path("roles")
+    path = paths.safe_name(name) and _first(d / f"{name}.toml" for d in folders)
+    if not path:
         where = f"{source}: field 'roles'" if source else "role"
-        raise UserError(f"{where}: unknown role {name!r} (no {path.relative_to(HOME)})")
+        raise UserError(f"{where}: unknown role {name!r} (no {name}.toml in {', '.join(map(str, folders))})")
     role = _validated(Role, _toml(path), path)
     for tool in role.tools:
         if tool not in TOOLS:
@@ -165,6 +185,10 @@ def load_role(name: str, *, source: Path | None = None, local: Path | None = Non
     if role.name != name:
         raise UserError(f"{path}: field 'name' is {role.name!r}, expected {name!r} (the file name)")
     return role
+
+
+def _first(candidates: Iterable[Path]) -> Path | None:
+    return next((c for c in candidates if c.is_file()), None)
 
 
 def _toml(path: Path) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .types import Group
+from mas.types import Group
 
 _INSTRUCTION = re.compile(
     r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|prompts?|rules)"
@@ -58,7 +58,9 @@ def step_material(groups: list[Group]) -> tuple[list[str], list[str]]:
     checked against."""
     answers = [a for g in groups for a in [g.task.answer, *g.task.aliases] if a]
     sources = [p.text for g in groups for p in g.task.passages]
-    sources += [c.result for g in groups for r in g.rollouts for t in r.traces for turn in t.turns for c in turn.tool_calls]
+    sources += [
+        c.result for g in groups for r in g.rollouts for t in r.traces for turn in t.turns for c in turn.tool_calls
+    ]
     return answers, sources
 
 

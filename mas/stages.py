@@ -1,6 +1,7 @@
 """The stages of one training step, each a small function with typed input and output:
 
-rollout -> reward -> filter -> summarize -> advantage -> edit -> apply
+rollout -> reward -> filter -> summarize -> advantage -> route -> screen -> edit -> apply
+-> usage events
 
 Stages that call the model check the run journal first and record their output in it, so a
 resumed step repeats no finished call. A bad model reply is journaled as a failure, counted,
@@ -10,24 +11,43 @@ and skips only its group (advantage) or role (edit).
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient
 
-from .ask import ask
-from .config import TrainConfig
-from .errors import EndpointError, ModelReplyError
-from .journal import Journal
-from .library import apply, parse_edits
-from .meter import Meter
-from .scenario import Scenario
-from .screen import screen
-from .team import render_trace, run_rollout
-from .usage import PROMPT_LINE
-from .types import GLOBAL, Advantage, EditBatch, Group, Provenance, Rejected, RoleNote, Rollout, Summary, Task, Version, for_roles
+from mas.ask import ask
+from mas.config import TrainConfig, seed_of
+from mas.errors import EndpointError, ModelReplyError
+from mas.journal import Journal
+from mas.library.edits import apply, parse_edits
+from mas.meter import Meter
+from mas.scenario import Scenario
+from mas.screen import screen
+from mas.team import render_trace, run_rollout
+from mas.types import (
+    GLOBAL,
+    Advantage,
+    Edit,
+    EditBatch,
+    Group,
+    Provenance,
+    QuarantineItem,
+    Rejected,
+    RoleNote,
+    Rollout,
+    Summary,
+    Task,
+    UsageEvent,
+    Version,
+    for_roles,
+)
+
+LESSON_ID = re.compile(r"\b(?:global|[a-z][a-z0-9_-]*)/\d{4}\b")
+"""A lesson id as a role may cite it in its own messages (``solver/0003``)."""
 
 
 @dataclass
@@ -40,12 +60,15 @@ class Context:
     journal: Journal
     meter: Meter
     heads: dict[str, Version]
-    prefix: str
-    """Journal key prefix of the step, ``e<epoch>/s<step>``."""
+    provenance: Provenance
+
+    @property
+    def prefix(self) -> str:
+        """Journal key prefix of the step, ``e<epoch>/s<step>``."""
+        return f"e{self.provenance.epoch}/s{self.provenance.step}"
 
 
-def seed_of(*parts: object) -> int:
-    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+# -- rollout, reward, filter -------------------------------------------------------------------
 
 
 async def rollout(ctx: Context, task: Task) -> Group:
@@ -55,13 +78,8 @@ async def rollout(ctx: Context, task: Task) -> Group:
         key = f"{ctx.prefix}/{task.id}/{index}"
         if (done := ctx.journal.get("rollout", key)) is not None:
             return Rollout.model_validate(done)
-        settings = {
-            "seed": seed_of(ctx.config.seed, key),
-            "temperature": ctx.config.temperature,
-            "max_tokens": ctx.config.max_tokens,
-        }
         result = await run_rollout(
-            ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=settings,
+            ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=ctx.config.sampling(key),
             timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
         )  # fmt: skip
         await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
@@ -77,22 +95,27 @@ def reward(scenario: Scenario, group: Group, *, ground_truth: bool) -> Group:
     if not ground_truth:
         answers = Counter(r.answer for r in group.rollouts if r.answer is not None)
         task = task.model_copy(update={"answer": answers.most_common(1)[0][0] if answers else None})
-    scored = [
-        r.model_copy(update={"reward": scenario.reward(task, r.answer) if task.answer is not None and not r.error else 0.0})
-        for r in group.rollouts
-    ]
+    scored = [r.model_copy(update={"reward": scenario.score(task, r)}) for r in group.rollouts]
     return Group(task=group.task, rollouts=scored)
 
 
+def keep(config: TrainConfig, group: Group) -> bool:
+    """Filter: only groups with winners and losers carry an advantage. G = 1 has no group to
+    compare within: its one rollout is compared with the answer."""
+    return group.informative or (config.group_size == 1 and config.ground_truth)
+
+
+# -- summarize, advantage ------------------------------------------------------------------
+
+
 async def summarize(ctx: Context, group: Group) -> list[Summary]:
-    """One call per rollout of an informative group, one section per role."""
+    """One call per rollout of a kept group, one section per role."""
 
     roles = tuple(ctx.scenario.role_names)
 
     async def one(r: Rollout) -> Summary | None:
         traces = "\n\n".join(
-            f"## {t.role} (lessons: {', '.join(PROMPT_LINE.findall(t.system_message)) or 'none'})\n{render_trace(t)}"
-            for t in r.traces
+            f"## {t.role} (lessons: {', '.join(t.shown) or 'none'})\n{render_trace(t)}" for t in r.traces
         )
         return await _journaled(
             ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", for_roles(Summary, roles),
@@ -129,27 +152,12 @@ async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Adv
     )  # fmt: skip
 
 
-async def edit(ctx: Context, role: str, proposals: list[str]) -> tuple[list, list[Rejected]] | None:
-    """One batched edit call for one role's library; items are validated one by one."""
-    head = ctx.heads[role]
-    batch = await _journaled(
-        ctx, "edit", f"{ctx.prefix}/{role}", EditBatch,
-        role=role, system_role="whole team (every role reads it)" if role == GLOBAL else role,
-        system_max_lessons=ctx.config.max_lessons,
-        library=_lessons_text(head), proposals="\n".join(f"- ({role}) {p}" for p in proposals),
-    )  # fmt: skip
-    return None if batch is None else parse_edits(batch.edits)
+# -- route, screen, edit, apply ----------------------------------------------------------------
 
 
-def apply_edits(ctx: Context, role: str, edits: list, rejected: list[Rejected], provenance: Provenance) -> Version:
-    shared = ctx.heads[GLOBAL].lessons if role != GLOBAL else []
-    version, refused = apply(ctx.heads[role], edits, provenance=provenance, limit=ctx.config.max_lessons, shared=shared)
-    return version.model_copy(update={"rejected": rejected + refused})
-
-
-def proposals_by_role(ctx: Context, advantages: list[Advantage]) -> dict[str, list[str]]:
-    """Route each proposed lesson to its role's library (or, with ``route="global"``, to the
-    global one); a lesson naming no known role goes to the role the advantage said made the
+def route(ctx: Context, advantages: list[Advantage]) -> dict[str, list[str]]:
+    """Each proposed lesson to its role's library (or, with ``route="global"``, to the global
+    one); a lesson naming no known role goes to the role the advantage said made the
     difference, or is dropped and counted."""
     known = set(ctx.scenario.role_names)
     routed: dict[str, list[str]] = {}
@@ -163,7 +171,9 @@ def proposals_by_role(ctx: Context, advantages: list[Advantage]) -> dict[str, li
     return routed
 
 
-def screened(routed: dict[str, list[str]], answers: list[str], sources: list[str]) -> tuple[dict[str, list[str]], list[dict]]:
+def screened(
+    routed: dict[str, list[str]], answers: list[str], sources: list[str]
+) -> tuple[dict[str, list[str]], list[QuarantineItem]]:
     """Proposals that pass screening, and the refused ones as quarantine items."""
     kept: dict[str, list[str]] = {}
     refused = []
@@ -171,22 +181,84 @@ def screened(routed: dict[str, list[str]], answers: list[str], sources: list[str
         for text in texts:
             reason = screen(text, answers=answers, sources=sources)
             if reason:
-                refused.append({"library": role, "text": text, "reason": reason, "stage": "advantage"})
+                refused.append(QuarantineItem(library=role, text=text, reason=reason, stage="advantage"))
             else:
                 kept.setdefault(role, []).append(text)
     return kept, refused
 
 
-def screened_edits(role: str, edits: list, answers: list[str], sources: list[str]) -> tuple[list, list[dict]]:
+async def edit(ctx: Context, role: str, proposals: list[str]) -> tuple[list[Edit], list[Rejected]] | None:
+    """One batched edit call for one role's library; items are validated one by one."""
+    head = ctx.heads[role]
+    batch = await _journaled(
+        ctx, "edit", f"{ctx.prefix}/{role}", EditBatch,
+        role=role, system_role="whole team (every role reads it)" if role == GLOBAL else role,
+        system_max_lessons=ctx.config.max_lessons,
+        library=_lessons_text(head), proposals="\n".join(f"- ({role}) {p}" for p in proposals),
+    )  # fmt: skip
+    return None if batch is None else parse_edits(batch.edits)
+
+
+def screened_edits(
+    role: str, edits: list[Edit], answers: list[str], sources: list[str]
+) -> tuple[list[Edit], list[QuarantineItem]]:
     """The editor writes text too: its adds and modifies are screened the same way."""
     kept, refused = [], []
-    for edit in edits:
-        reason = screen(edit.text, answers=answers, sources=sources) if hasattr(edit, "text") else None
+    for item in edits:
+        reason = screen(item.text, answers=answers, sources=sources) if hasattr(item, "text") else None
         if reason:
-            refused.append({"library": role, "text": edit.text, "reason": reason, "stage": "edit"})
+            refused.append(QuarantineItem(library=role, text=item.text, reason=reason, stage="edit"))
         else:
-            kept.append(edit)
+            kept.append(item)
     return kept, refused
+
+
+def apply_edits(ctx: Context, role: str, edits: list[Edit], rejected: list[Rejected]) -> Version:
+    shared = ctx.heads[GLOBAL].lessons if role != GLOBAL else []
+    version, refused = apply(
+        ctx.heads[role], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
+    )
+    return version.model_copy(update={"rejected": rejected + refused})
+
+
+# -- usage events ------------------------------------------------------------------------------
+
+
+def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) -> list[UsageEvent]:
+    """One event per rollout and role: the lessons its prompt showed (recorded on its trace),
+    the ones it cited and the ones the summarizer judged it applied (kept apart, and both
+    limited to lessons it was shown), the reward and the numeric advantage."""
+    p = ctx.provenance
+    out = []
+    for rollout, adv in zip(group.rollouts, numeric_advantages(group.rewards)):
+        judged = {n.role: n.applied for n in summaries[rollout.index].roles} if summaries else {}
+        for trace in rollout.traces:
+            said = " ".join(t.content for t in trace.turns)
+            out.append(
+                UsageEvent(
+                    run=p.run,
+                    epoch=p.epoch,
+                    step=p.step,
+                    task_id=group.task.id,
+                    rollout=rollout.index,
+                    role=trace.role,
+                    in_prompt=trace.shown,
+                    cited=sorted(set(LESSON_ID.findall(said)) & set(trace.shown)),
+                    judged=sorted(set(judged.get(trace.role, [])) & set(trace.shown)),
+                    reward=rollout.reward,
+                    advantage=round(adv, 6),
+                )  # fmt: skip
+            )
+    return out
+
+
+def numeric_advantages(rewards: list[float]) -> list[float]:
+    """GRPO's numeric advantage, (r - mean) / std within the group; 0 for equal rewards."""
+    mean, std = statistics.fmean(rewards), statistics.pstdev(rewards)
+    return [0.0 if std == 0 else (r - mean) / std for r in rewards]
+
+
+# -- helpers -----------------------------------------------------------------------------------
 
 
 async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import TaskResult
@@ -22,22 +22,36 @@ from autogen_agentchat.teams import BaseGroupChat, RoundRobinGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 
-from .budget import Budget
-from .clients import Delegating
-from .library import role_block
-from .meter import Meter
-from .scenario import Role, Scenario
-from .tools import TOOLS
-from .types import RoleTrace, Rollout, Task, ToolCall, Turn, Version
+from mas.library.budget import Budget
+from mas.library.inject import role_block
+from mas.meter import Meter
+from mas.models.wrappers import Seeded
+from mas.scenario import Role, Scenario
+from mas.tools import TOOLS
+from mas.types import RoleTrace, Rollout, Task, ToolCall, Turn, Version
+
+
+class Prompt(NamedTuple):
+    """A role's system message, and the ids of the lessons rendered into it."""
+
+    text: str
+    shown: list[str]
+
+
+def compose(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> Prompt:
+    """The role's prompt then its lesson block: the same text in training and at inference."""
+    block = role_block(heads, role.name, task=task, budget=budget)
+    return Prompt(role.system_prompt.strip() + (f"\n\n{block.text}" if block.text else ""), block.shown)
 
 
 def system_message(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> str:
-    """The role's prompt then its lesson block: the same text in training and at inference."""
-    block = role_block(heads, role.name, task=task, budget=budget)
-    return role.system_prompt.strip() + (f"\n\n{block}" if block else "")
+    """The system message ``role`` gets for ``task`` with the libraries ``heads``."""
+    return compose(role, heads, task=task, budget=budget).text
 
 
-def build_team(roles: list[Role], client: ChatCompletionClient, prompts: dict[str, str], task: Task) -> RoundRobinGroupChat:
+def build_team(
+    roles: list[Role], client: ChatCompletionClient, prompts: dict[str, str], task: Task
+) -> RoundRobinGroupChat:
     agents = [
         AssistantAgent(
             role.name,
@@ -54,19 +68,6 @@ def build_team(roles: list[Role], client: ChatCompletionClient, prompts: dict[st
     return RoundRobinGroupChat(agents, max_turns=len(agents))
 
 
-class Seeded(Delegating):
-    """Adds the rollout's seed and sampling settings to every call, and counts the calls."""
-
-    def __init__(self, inner: ChatCompletionClient, *, settings: dict[str, Any], meter: Meter):
-        super().__init__(inner)
-        self.settings, self.meter = settings, meter
-
-    async def create(self, messages, *, extra_create_args={}, **kwargs):
-        result = await self.inner.create(messages, extra_create_args={**extra_create_args, **self.settings}, **kwargs)
-        self.meter.count("rollout", result.usage)
-        return result
-
-
 async def run_rollout(
     scenario: Scenario,
     task: Task,
@@ -80,9 +81,10 @@ async def run_rollout(
     budget: Budget = Budget(),
 ) -> Rollout:
     """One run of the whole team on ``task``. Never raises for model or team failures."""
-    prompts = {role.name: system_message(role, heads, task=task.question, budget=budget) for role in scenario.roles}
+    prompts = {role.name: compose(role, heads, task=task.question, budget=budget) for role in scenario.roles}
+    texts = {name: prompt.text for name, prompt in prompts.items()}
     seeded = Seeded(client, settings=settings, meter=meter)
-    team = scenario.team(prompts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, prompts, task)
+    team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
     messages, error = await _run(team, task.question, timeout)
     if error:
         meter.fail("rollout")
@@ -119,7 +121,7 @@ async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list
     return messages, None
 
 
-def split_traces(messages: list, prompts: dict[str, str]) -> list[RoleTrace]:
+def split_traces(messages: list, prompts: dict[str, Prompt]) -> list[RoleTrace]:
     """One trace per role: its messages, tool calls with their results, and token counts."""
     turns: dict[str, list[dict]] = {name: [] for name in prompts}
     for m in messages:
@@ -142,7 +144,8 @@ def split_traces(messages: list, prompts: dict[str, str]) -> list[RoleTrace]:
     return [
         RoleTrace(
             role=name,
-            system_message=prompts[name],
+            system_message=prompts[name].text,
+            shown=prompts[name].shown,
             turns=[Turn(**{**t, "tool_calls": [ToolCall(**_call(c)) for c in t["tool_calls"]]}) for t in own],
         )
         for name, own in turns.items()

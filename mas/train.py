@@ -11,57 +11,26 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from autogen_core.models import ChatCompletionClient
 from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
-from . import hierarchy, screen, stages, usage
-from .clients import EndpointCounts, Limited, endpoint_counts
-from .config import TrainConfig
-from .cost import Price, stage_costs
-from .errors import UserError
-from .journal import Journal
-from .meter import Meter, StageCount
-from .scenario import Scenario
-from .store import LibraryStore
-from .types import GLOBAL, Group, Provenance, Rejected, Task, Version
-
-
-class StepReport(BaseModel):
-    epoch: int
-    step: int
-    task_ids: list[str]
-    groups: int
-    informative: int
-    mean_reward: float
-    applied: dict[str, int] = {}
-    """Edits applied per library."""
-    rejected: dict[str, list[Rejected]] = {}
-    """Edits refused per library, each with its reason."""
-    quarantined: int = 0
-    """Proposed lessons refused by screening (see ``mas library show --quarantine``)."""
-    retired: dict[str, int] = {}
-    """Lessons deleted per library to bring it back within its token budget."""
-    promoted: int = 0
-    demoted: int = 0
-    skipped_groups: int = 0
-    """Informative groups whose advantage reply was unusable."""
-    calls: dict[str, StageCount] = {}
-    """Model calls, tokens and failures per stage, for the calls this step made."""
-    role_tokens: dict[str, int] = {}
-    """Prompt + completion tokens of the step's rollouts, per role."""
-    role_cost_usd: dict[str, float] = {}
-    """Dollars of the step's rollouts, per role."""
-    stage_cost_usd: dict[str, float] = {}
-    """Dollars per stage (rollout, summary, advantage, edit), for the calls this step made."""
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    endpoint: EndpointCounts | None = None
-    """Calls, retries and faults by kind at the HTTP endpoint during the step (None for
-    clients that are not an OpenAI-compatible endpoint)."""
+from mas import screen, stages
+from mas.config import TrainConfig, seed_of
+from mas.cost import Price, stage_costs
+from mas.errors import UserError
+from mas.journal import Journal
+from mas.library import hierarchy
+from mas.library.logs import SideFiles
+from mas.library.store import LibraryStore
+from mas.meter import Meter
+from mas.models.endpoint import endpoint_counts
+from mas.models.wrappers import Limited
+from mas.scenario import Scenario
+from mas.types import GLOBAL, Advantage, Group, Provenance, QuarantineItem, StepReport, Summary, Task, Version
 
 
 class TrainResult(BaseModel):
@@ -89,11 +58,13 @@ async def train(
     One training run per library file at a time: a second one is refused at once (a file
     lock), since two loops editing one library would interleave their steps."""
     store.path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(f"{store.path}.train.lock")
+    lock = FileLock(SideFiles(store.path).train_lock)
     try:
         held = lock.acquire(timeout=0)
     except Timeout:
-        raise UserError(f"{store.path}: another mas train is using this library; wait for it or use another --library") from None
+        raise UserError(
+            f"{store.path}: another mas train is using this library; wait for it or use another --library"
+        ) from None
     with held:  # releases the one acquisition above, however the run ends
         return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
 
@@ -103,26 +74,28 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
     tasks = scenario.tasks[: config.tasks]
+    steps_per_epoch = -(-len(tasks) // config.batch_size)
     reports: list[StepReport] = []
     for epoch in range(config.epochs):
         for step, batch in enumerate(_batches(_order(tasks, config, epoch), config.batch_size)):
             spent = sum(r.cost_usd for r in reports)
             if config.budget_usd is not None and spent >= config.budget_usd:
                 stopped = f"budget: ${spent:.4f} spent of ${config.budget_usd:g}; start again with a larger --budget-usd to go on"
-                return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=spent, stopped=stopped)
-            prefix = f"e{epoch}/s{step}"
-            done = journal.get("step", prefix)
+                return TrainResult(
+                    run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=spent, stopped=stopped
+                )
+            done = journal.get("step", f"e{epoch}/s{step}")
             if done is None:
                 provenance = Provenance(
                     run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name
                 )
                 report = await _step(scenario, batch, config, client, store, journal, provenance, price)
-                last = step == -(-len(tasks) // config.batch_size) - 1
-                if config.promotion.cadence == "step" or (config.promotion.cadence == "epoch" and last):
+                cadence = config.promotion.cadence
+                if cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1):
                     moves = hierarchy.promote(store, config.promotion, provenance, budget=config.budget)
                     report.promoted = sum(m.kind == "promote" for m in moves)
                     report.demoted = sum(m.kind == "demote" for m in moves)
-                journal.put("step", prefix, done := report.model_dump(mode="json"))
+                journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
             reports.append(StepReport.model_validate(done))
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
@@ -130,29 +103,28 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
 
 async def _step(scenario, batch, config, client, store, journal, provenance: Provenance, price: Price) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
-    screen -> edit -> apply (per role), then record usage and keep within budget."""
+    route -> screen -> edit -> apply (per role), then usage events, budgets."""
     started, meter = time.perf_counter(), Meter()
     before = endpoint_counts(client)
     before = before.model_copy(deep=True) if before else None
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
-    ctx = stages.Context(scenario, config, client, journal, meter, heads, f"e{provenance.epoch}/s{provenance.step}")
+    ctx = stages.Context(scenario, config, client, journal, meter, heads, provenance)
 
-    async def learn(task: Task):
+    async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
         group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
-        # G = 1 has no group to compare within: its one rollout is compared with the answer.
-        if not (group.informative or (config.group_size == 1 and config.ground_truth)):
+        if not stages.keep(config, group):
             return group, None, None
         summaries = await stages.summarize(ctx, group)
         return group, summaries, await stages.advantage(ctx, group, summaries)
 
-    results = await asyncio.gather(*(learn(task) for task in batch))
-    groups = [group for group, _, _ in results]
-    advantages = [adv for _, _, adv in results if adv is not None]
-    versions, refused = await _edit(ctx, groups, advantages, provenance)
+    learned = await asyncio.gather(*(learn(task) for task in batch))
+    groups = [group for group, _, _ in learned]
+    advantages = [adv for _, _, adv in learned if adv is not None]
+    versions, refused = await _edit(ctx, groups, advantages)
     if not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
         store.commit([v for v in versions if v.edits])
-    p = provenance
-    hierarchy.record_usage(store, [e for g, s, _ in results for e in usage.events(g, s, run=p.run, epoch=p.epoch, step=p.step)], p)
+    events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
+    hierarchy.record_usage(store, events, provenance)
     hierarchy.record_quarantine(store, refused, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance)
     rewards = [r.reward for group in groups for r in group.rollouts]
@@ -179,11 +151,12 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     )
 
 
-async def _edit(ctx: stages.Context, groups: list[Group], advantages, provenance: Provenance) -> tuple[list[Version], list[dict]]:
-    """Screen the proposals, one edit call per role, screen the edits, apply them."""
+async def _edit(
+    ctx: stages.Context, groups: list[Group], advantages: list[Advantage]
+) -> tuple[list[Version], list[QuarantineItem]]:
+    """Route and screen the proposals, one edit call per role, screen the edits, apply them."""
     answers, sources = screen.step_material(groups)
-    routed, refused = stages.screened(stages.proposals_by_role(ctx, advantages), answers, sources)
-    routed = {role: texts for role, texts in routed.items() if texts}
+    routed, refused = stages.screened(stages.route(ctx, advantages), answers, sources)
     batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
     versions = []
     for role, parsed in zip(routed, batches):
@@ -191,7 +164,7 @@ async def _edit(ctx: stages.Context, groups: list[Group], advantages, provenance
             edits, bad = parsed
             edits, caught = stages.screened_edits(role, edits, answers, sources)
             refused += caught
-            versions.append(stages.apply_edits(ctx, role, edits, bad, provenance))
+            versions.append(stages.apply_edits(ctx, role, edits, bad))
     return versions, refused
 
 
@@ -207,7 +180,7 @@ def _order(tasks: list[Task], config: TrainConfig, epoch: int) -> list[Task]:
     if not config.shuffle:
         return list(tasks)
     shuffled = list(tasks)
-    random.Random(stages.seed_of(config.seed, "order", epoch)).shuffle(shuffled)
+    random.Random(seed_of(config.seed, "order", epoch)).shuffle(shuffled)
     return shuffled
 
 
@@ -231,11 +204,15 @@ def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     if path.exists():
         before = json.loads(path.read_text())
         changed = sorted(
-            k for k in settings["config"] if k not in FREE_ON_RESUME and before.get("config", {}).get(k) != settings["config"][k]
+            k
+            for k in settings["config"]
+            if k not in FREE_ON_RESUME and before.get("config", {}).get(k) != settings["config"][k]
         )
         changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
         if changed:
-            raise UserError(f"{path}: this run was started with other settings ({', '.join(changed)}); use a new --run-dir")
+            raise UserError(
+                f"{path}: this run was started with other settings ({', '.join(changed)}); use a new --run-dir"
+            )
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings, indent=1) + "\n")

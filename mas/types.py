@@ -1,10 +1,12 @@
-"""The typed data that crosses a boundary: tasks, lessons, edits, rollouts, learning outputs.
+"""The typed data that crosses a boundary: tasks, lessons, edits, rollouts, learning outputs,
+usage events, quarantine items, promotion moves and step reports.
 
 Everything persisted is a pydantic v2 model and goes to disk as ``model_dump(mode="json")``.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cache
 from typing import Annotated, Literal
 
@@ -16,7 +18,7 @@ GLOBAL = "global"
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 # -- tasks -------------------------------------------------------------------------------
@@ -103,6 +105,11 @@ class Version(Frozen):
     rejected: list[Rejected] = []
     provenance: Provenance | None = None
 
+    @classmethod
+    def empty(cls, library: str) -> Version:
+        """Version 0 of a library: where every library starts, never stored."""
+        return cls(library=library, number=0, lessons=[], next_id=1)
+
 
 # -- rollouts ----------------------------------------------------------------------------
 
@@ -126,6 +133,8 @@ class Turn(Frozen):
 class RoleTrace(Frozen):
     role: str
     system_message: str
+    shown: list[str] = []
+    """Ids of the lessons rendered into ``system_message``, recorded when it was built."""
     turns: list[Turn] = []
 
     @property
@@ -254,3 +263,114 @@ class DirectLessons(BaseModel):
     """Lessons asked for outright, without rollouts (the paper's "directly generated" ablation)."""
 
     lessons: list[str] = Field(max_length=16)
+
+
+class QuarantineItem(Frozen):
+    """A proposed lesson that screening refused, and why."""
+
+    schema_version: int = SCHEMA_VERSION
+    library: str
+    text: str
+    reason: str
+    stage: Literal["advantage", "edit"]
+    """Where the text was proposed: by a semantic advantage, or by an edit call."""
+
+
+# -- evidence and promotion ------------------------------------------------------------------
+
+
+class Evidence(Frozen):
+    """What applying one lesson (or a set of near-duplicates) came with, for one role."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants")
+    uses: int
+    mean: float
+    lcb: float
+    ucb: float
+
+
+class PromotionMove(Frozen):
+    """One promotion or demotion, with the evidence that justified it."""
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["promote", "demote"]
+    text: str
+    lessons: list[str]
+    """The lesson ids merged (promotion) or the global id moved back (demotion)."""
+    evidence: dict[str, Evidence]
+    roles: list[str] = []
+    """Roles helped (promotion) or roles the lesson goes back to (demotion)."""
+
+
+# -- step reports ------------------------------------------------------------------------------
+
+
+class StageCount(BaseModel):
+    """Model calls, tokens and failures of one stage (rollout, summary, advantage, edit)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    """Replies that failed validation (or calls that raised) and were skipped."""
+
+
+class EndpointCounts(BaseModel):
+    """What one client met at its endpoint. ``faults`` counts failed attempts by kind (status
+    code, ``timeout``, ``connection``, ``bad_body``, ``empty_choices``): each was either
+    retried or was the last attempt of a failed call, so ``sum(faults) == retries + failures``."""
+
+    calls: int = 0
+    """Calls asked of the client."""
+    attempts: int = 0
+    """HTTP requests made for them (calls + retries)."""
+    retries: int = 0
+    failures: int = 0
+    """Calls that raised ``EndpointError`` (attempts exhausted, or a fault not worth retrying)."""
+    faults: dict[str, int] = {}
+
+    def minus(self, before: EndpointCounts) -> EndpointCounts:
+        """The counts since ``before`` (for one step's report)."""
+        faults = Counter(self.faults)
+        faults.subtract(before.faults)
+        return EndpointCounts(
+            calls=self.calls - before.calls,
+            attempts=self.attempts - before.attempts,
+            retries=self.retries - before.retries,
+            failures=self.failures - before.failures,
+            faults={k: n for k, n in sorted(faults.items()) if n},
+        )
+
+
+class StepReport(BaseModel):
+    epoch: int
+    step: int
+    task_ids: list[str]
+    groups: int
+    informative: int
+    mean_reward: float
+    applied: dict[str, int] = {}
+    """Edits applied per library."""
+    rejected: dict[str, list[Rejected]] = {}
+    """Edits refused per library, each with its reason."""
+    quarantined: int = 0
+    """Proposed lessons refused by screening (see ``mas library show --quarantine``)."""
+    retired: dict[str, int] = {}
+    """Lessons deleted per library to bring it back within its token budget."""
+    promoted: int = 0
+    demoted: int = 0
+    skipped_groups: int = 0
+    """Informative groups whose advantage reply was unusable."""
+    calls: dict[str, StageCount] = {}
+    """Model calls, tokens and failures per stage, for the calls this step made."""
+    role_tokens: dict[str, int] = {}
+    """Prompt + completion tokens of the step's rollouts, per role."""
+    role_cost_usd: dict[str, float] = {}
+    """Dollars of the step's rollouts, per role."""
+    stage_cost_usd: dict[str, float] = {}
+    """Dollars per stage (rollout, summary, advantage, edit), for the calls this step made."""
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    endpoint: EndpointCounts | None = None
+    """Calls, retries and faults by kind at the HTTP endpoint during the step (None for
+    clients that are not an OpenAI-compatible endpoint)."""

@@ -10,6 +10,8 @@ import pytest
 
 from mas.scenario import load_scenario
 
+pytest_plugins = ["tests.fault_server"]  # the fault_server fixture
+
 _connect = socket.socket.connect
 
 
@@ -28,6 +30,15 @@ def _loopback_only(self, address):
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path_factory, monkeypatch) -> Path:
+    """Every test (and every ``mas`` it starts) writes its runs and libraries into a fresh
+    folder of its own, never into the checkout."""
+    folder = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("MAS_HOME", str(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")

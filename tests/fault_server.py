@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from mas.fake import Request, default_respond
+from mas.models.fake import Request, default_respond
 
 KINDS = ("429", "500", "503", "slow", "truncated", "garbage", "empty_choices", "bad_json", "bad_schema")
 STRUCTURED_ONLY = frozenset({"bad_json", "bad_schema"})
@@ -62,7 +62,7 @@ class FaultServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def pace(self, latency: float, slots: int) -> "FaultServer":
+    def pace(self, latency: float, slots: int) -> FaultServer:
         """Serve like a real endpoint: every reply takes ``latency`` seconds and at most
         ``slots`` requests are served at once (the others wait their turn)."""
         self.latency, self.slots = latency, threading.BoundedSemaphore(slots)
@@ -70,7 +70,7 @@ class FaultServer:
 
     def configure(
         self, rates: dict[str, float], *, seed: int = 0, slow_seconds: float | None = None, echo_key: bool | None = None
-    ) -> "FaultServer":
+    ) -> FaultServer:
         """New fault rates (and seed), with every count set back to zero."""
         unknown = set(rates) - set(KINDS) - set(FATAL)
         if unknown:
@@ -101,7 +101,7 @@ class FaultServer:
         assert self._httpd is not None, "not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "FaultServer":
+    def start(self) -> FaultServer:
         server = self
 
         class Handler(_Handler):
@@ -127,7 +127,7 @@ class FaultServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -303,7 +303,13 @@ def to_request(body: dict) -> Request:
     title = _schema_title(body.get("response_format"), "\n".join(system))
     settings = {k: v for k, v in body.items() if k not in ("messages", "tools", "model")}
     return Request(
-        "\n".join(system), texts, tools, _schema_stub(title) if title else None, int(body.get("seed") or 0), results, settings
+        "\n".join(system),
+        texts,
+        tools,
+        _schema_stub(title) if title else None,
+        int(body.get("seed") or 0),
+        results,
+        settings,
     )
 
 

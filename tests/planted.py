@@ -15,7 +15,7 @@ import json
 import math
 import re
 
-from mas.fake import Request
+from mas.models.fake import Request
 from mas.scenario import Scenario, load_role
 from mas.types import Task
 
@@ -53,7 +53,9 @@ def respond(request: Request) -> str:
         return json.dumps(_learning(request))
     role = re.search(r"You are the (\w+)", request.system).group(1)
     applied = [
-        f"applied [{lesson_id}] {text.split()[0]}" if request.unit(f"apply {role} {lesson_id}") < 0.5 else f"skipped {text.split()[0]}"
+        f"applied [{lesson_id}] {text.split()[0]}"
+        if request.unit(f"apply {role} {lesson_id}") < 0.5
+        else f"skipped {text.split()[0]}"
         for lesson_id, text in LESSON.findall(request.system)
     ]
     if role != "verifier":
@@ -79,7 +81,9 @@ def _learning(request: Request) -> dict:
         return {"roles": [{"role": r, "note": "took its turn", "applied": []} for r in ROLES], "outcome": "done"}
     if name == "Advantage":
         texts = [*HELPS]
-        picks = [(ROLES[int(request.unit(f"r{i}") * 3)], texts[int(request.unit(f"t{i}") * len(texts))]) for i in range(2)]
+        picks = [
+            (ROLES[int(request.unit(f"r{i}") * 3)], texts[int(request.unit(f"t{i}") * len(texts))]) for i in range(2)
+        ]
         return {"decisive_role": "solver", "reason": "planted", "lessons": [{"role": r, "text": t} for r, t in picks]}
     if name == "EditBatch":
         return {"edits": [{"op": "add", "text": t} for t in re.findall(r"^- \([\w-]+\) (.+)$", body, re.M)]}

@@ -2,10 +2,10 @@
 
 import asyncio
 
-from mas.ablate import VARIANTS, ablate
 from mas.config import EvalConfig, TrainConfig
-from mas.fake import FakeClient
-from mas.store import LibraryStore
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient
+from mas.studies.ablate import VARIANTS, ablate
 
 
 def test_every_variant_runs_and_is_compared_with_no_library(maths, tmp_path):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from mas.cli import main
-from mas.scenario import HOME
+from mas import paths
+from mas.cli.main import main
 
 GOOD = {"id": "1", "question": "What is 1 + 1?", "answer": "2"}
 ROLE = 'name = "{name}"\ndescription = "d"\nsystem_prompt = "You are the {name} of a small team."\n'
@@ -42,19 +42,74 @@ DATASETS = {  # file text -> what the message must say
 SCENARIO_FOLDERS = {  # {relative path: text} -> message
     "no scenario.toml": ({"tasks.jsonl": jsonl(GOOD)}, "unknown scenario"),
     "bad toml": ({"scenario.toml": "name = ", "tasks.jsonl": jsonl(GOOD)}, "scenario.toml: not valid TOML"),
-    "no roles": ({"scenario.toml": SCENARIO.replace('roles = ["planner", "solver", "verifier"]\n', ""), "tasks.jsonl": jsonl(GOOD)}, "field 'roles'"),
-    "roles not a list": ({"scenario.toml": SCENARIO.replace('["planner", "solver", "verifier"]', '"solver"'), "tasks.jsonl": jsonl(GOOD)}, "field 'roles'"),
-    "unknown role": ({"scenario.toml": SCENARIO.replace('"verifier"', '"astronaut"'), "tasks.jsonl": jsonl(GOOD)}, "unknown role 'astronaut'"),
-    "unknown reward": ({"scenario.toml": SCENARIO.replace('"numeric"', '"vibes"'), "tasks.jsonl": jsonl(GOOD)}, "unknown reward 'vibes'"),
+    "no roles": (
+        {
+            "scenario.toml": SCENARIO.replace('roles = ["planner", "solver", "verifier"]\n', ""),
+            "tasks.jsonl": jsonl(GOOD),
+        },
+        "field 'roles'",
+    ),
+    "roles not a list": (
+        {
+            "scenario.toml": SCENARIO.replace('["planner", "solver", "verifier"]', '"solver"'),
+            "tasks.jsonl": jsonl(GOOD),
+        },
+        "field 'roles'",
+    ),
+    "unknown role": (
+        {"scenario.toml": SCENARIO.replace('"verifier"', '"astronaut"'), "tasks.jsonl": jsonl(GOOD)},
+        "unknown role 'astronaut'",
+    ),
+    "unknown reward": (
+        {"scenario.toml": SCENARIO.replace('"numeric"', '"vibes"'), "tasks.jsonl": jsonl(GOOD)},
+        "unknown reward 'vibes'",
+    ),
     "no task file": ({"scenario.toml": SCENARIO}, "tasks.jsonl: no such file"),
-    "no test file": ({"scenario.toml": SCENARIO + 'test_tasks = "test.jsonl"\n', "tasks.jsonl": jsonl(GOOD)}, "test.jsonl: no such file"),
+    "no test file": (
+        {"scenario.toml": SCENARIO + 'test_tasks = "test.jsonl"\n', "tasks.jsonl": jsonl(GOOD)},
+        "test.jsonl: no such file",
+    ),
     "unknown field": ({"scenario.toml": SCENARIO + "colour = 1\n", "tasks.jsonl": jsonl(GOOD)}, "field 'colour'"),
-    "role bad toml": ({"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": "name = = 1"}, "solver.toml: not valid TOML"),
-    "role no prompt": ({"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": 'name = "solver"\ndescription = "d"\n'}, "field 'system_prompt'"),
-    "role unknown tool": ({"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": ROLE.format(name="solver") + 'tools = ["shell"]\n'}, "unknown tool 'shell'"),
-    "role wrong name": ({"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": ROLE.format(name="planner")}, "field 'name'"),
-    "role tool_rounds 0": ({"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": ROLE.format(name="solver") + "tool_rounds = 0\n"}, "field 'tool_rounds'"),
-    "role tools not list": ({"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": ROLE.format(name="solver") + 'tools = "calculator"\n'}, "field 'tools'"),
+    "role bad toml": (
+        {"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": "name = = 1"},
+        "solver.toml: not valid TOML",
+    ),
+    "role no prompt": (
+        {
+            "scenario.toml": SCENARIO,
+            "tasks.jsonl": jsonl(GOOD),
+            "roles/solver.toml": 'name = "solver"\ndescription = "d"\n',
+        },
+        "field 'system_prompt'",
+    ),
+    "role unknown tool": (
+        {
+            "scenario.toml": SCENARIO,
+            "tasks.jsonl": jsonl(GOOD),
+            "roles/solver.toml": ROLE.format(name="solver") + 'tools = ["shell"]\n',
+        },
+        "unknown tool 'shell'",
+    ),
+    "role wrong name": (
+        {"scenario.toml": SCENARIO, "tasks.jsonl": jsonl(GOOD), "roles/solver.toml": ROLE.format(name="planner")},
+        "field 'name'",
+    ),
+    "role tool_rounds 0": (
+        {
+            "scenario.toml": SCENARIO,
+            "tasks.jsonl": jsonl(GOOD),
+            "roles/solver.toml": ROLE.format(name="solver") + "tool_rounds = 0\n",
+        },
+        "field 'tool_rounds'",
+    ),
+    "role tools not list": (
+        {
+            "scenario.toml": SCENARIO,
+            "tasks.jsonl": jsonl(GOOD),
+            "roles/solver.toml": ROLE.format(name="solver") + 'tools = "calculator"\n',
+        },
+        "field 'tools'",
+    ),
 }
 
 LIBRARIES = {  # library file text -> message
@@ -76,8 +131,8 @@ CLI = [  # arguments -> message ("{lib}": a good library file, "{tmp}": a scratc
     (["train", "maths", "--model", "gpt"], "--model 'gpt'"),
     (["train", "maths", "--model", "fake:slow"], "--model 'fake:slow'"),
     (["train", "maths", "--model", "openai:x"], "no API key"),
-    (["train", "maths", "--model", "fake", "--inject", "some"], "--inject 'some'"),
-    (["train", "maths", "--model", "fake", "--promote-every", "week"], "--promote-every 'week'"),
+    (["train", "maths", "--model", "fake", "--inject", "some"], "'--inject'"),
+    (["train", "maths", "--model", "fake", "--promote-every", "week"], "'--promote-every'"),
     (["train", "maths", "--model", "fake", "--prices", "{tmp}/none.toml"], "none.toml: no such price file"),
     (["train", "maths", "--model", "fake", "--prices", "{tmp}/bad.toml"], "bad.toml: expected [prices]"),
     (["eval", "maths", "--k", "0"], "--k"),
@@ -124,13 +179,13 @@ def good_library(tmp_path):
 
 
 def check(args, message, tmp_path, capsys, monkeypatch):
-    before = snapshot(tmp_path, HOME / "runs", HOME / "libraries")
+    before = snapshot(tmp_path, paths.home() / "runs", paths.home() / "libraries")
     code, err = run(args, capsys, monkeypatch)
     lines = err.strip().splitlines()
     assert code == 2, err
     assert len(lines) == 1 and message in lines[0], err
     assert "Traceback" not in err
-    assert snapshot(tmp_path, HOME / "runs", HOME / "libraries") == before
+    assert snapshot(tmp_path, paths.home() / "runs", paths.home() / "libraries") == before
 
 
 @pytest.mark.parametrize("text, message", DATASETS.items(), ids=[f"dataset{i}" for i in range(len(DATASETS))])
@@ -145,7 +200,13 @@ def test_bad_utf8_and_missing_dataset(tmp_path, capsys, monkeypatch):
     path = tmp_path / "tasks.jsonl"
     path.write_bytes(b'{"id": "1", "question": "\xff", "answer": "1"}\n')
     check(["train", str(path), "--model", "fake"], ":1: not valid UTF-8", tmp_path, capsys, monkeypatch)
-    check(["train", str(tmp_path / "none.jsonl"), "--model", "fake"], "none.jsonl: no such file", tmp_path, capsys, monkeypatch)
+    check(
+        ["train", str(tmp_path / "none.jsonl"), "--model", "fake"],
+        "none.jsonl: no such file",
+        tmp_path,
+        capsys,
+        monkeypatch,
+    )
 
 
 @pytest.mark.parametrize("name", SCENARIO_FOLDERS)
@@ -159,7 +220,9 @@ def test_bad_scenario_or_role(name, tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("text, message", LIBRARIES.items(), ids=[f"library{i}" for i in range(len(LIBRARIES))])
-@pytest.mark.parametrize("command", [["train", "maths", "--model", "fake"], ["eval", "maths", "--model", "fake"], ["library", "show"]])
+@pytest.mark.parametrize(
+    "command", [["train", "maths", "--model", "fake"], ["eval", "maths", "--model", "fake"], ["library", "show"]]
+)
 def test_bad_library_file(text, message, command, tmp_path, capsys, monkeypatch):
     path = tmp_path / "lib.json"
     path.write_text(text)

@@ -1,18 +1,15 @@
 """Budgets: the injected block never exceeds its budget; over-budget libraries retire lessons
 by explicit delete edits, weakest evidence first."""
 
-import asyncio
 import random
 
 import pytest
 
-from mas.budget import Budget, retirements, select, tokens
-from mas.config import TrainConfig
-from mas.fake import FakeClient
-from mas.hierarchy import enforce_budgets
-from mas.library import role_block
-from mas.store import LibraryStore
-from mas.train import train
+from mas.library.budget import Budget, retirements, tokens
+from mas.library.hierarchy import enforce_budgets
+from mas.library.inject import role_block, select
+from mas.library.store import LibraryStore
+from mas.testing import train_on_fake
 from mas.types import Lesson, Provenance, Version
 
 WORDS = "apples boxes trains carry digits units parentheses fractions percent speed distance hours".split()
@@ -20,7 +17,10 @@ WORDS = "apples boxes trains carry digits units parentheses fractions percent sp
 
 def library(name, n, seed=0):
     rng = random.Random(seed)
-    lessons = [Lesson(id=f"{name}/{i:04d}", text=f"When {' and '.join(rng.sample(WORDS, 2))} appear, check step {i}.") for i in range(1, n + 1)]
+    lessons = [
+        Lesson(id=f"{name}/{i:04d}", text=f"When {' and '.join(rng.sample(WORDS, 2))} appear, check step {i}.")
+        for i in range(1, n + 1)
+    ]
     return Version(library=name, number=1, lessons=lessons, next_id=n + 1)
 
 
@@ -30,19 +30,27 @@ def test_injected_lessons_never_exceed_the_budget(size, inject):
     budget = Budget(global_tokens=60, inject_tokens=80, private_tokens=120, inject=inject)
     heads = {"global": library("global", size, 1), "solver": library("solver", size, 2)}
     block = role_block(heads, "solver", task="How many apples fit in the boxes?", budget=budget)
-    shared, _, own = block.partition("Your lessons:")
-    lines = lambda text: [l.split("] ", 1)[1] for l in text.splitlines() if l.startswith("[")]
+    shared, _, own = block.text.partition("Your lessons:")
+
+    def lines(text):
+        return [l.split("] ", 1)[1] for l in text.splitlines() if l.startswith("[")]
+
     assert sum(map(tokens, lines(shared))) <= budget.global_tokens
     assert sum(map(tokens, lines(own))) <= (budget.inject_tokens if inject == "relevant" else budget.private_tokens)
     assert lines(own)
 
 
 def test_relevant_injection_prefers_lessons_about_the_task():
-    version = Version(library="solver", number=1, next_id=4, lessons=[
-        Lesson(id="solver/0001", text="Check the units of speed and distance."),
-        Lesson(id="solver/0002", text="When apples are packed in boxes, multiply first."),
-        Lesson(id="solver/0003", text="Round percentages at the very end."),
-    ])
+    version = Version(
+        library="solver",
+        number=1,
+        next_id=4,
+        lessons=[
+            Lesson(id="solver/0001", text="Check the units of speed and distance."),
+            Lesson(id="solver/0002", text="When apples are packed in boxes, multiply first."),
+            Lesson(id="solver/0003", text="Round percentages at the very end."),
+        ],
+    )
     chosen = select(version, limit=tokens(version.lessons[1].text), query="A farmer packs apples into boxes of 6.")
     assert [l.id for l in chosen] == ["solver/0002"]
 
@@ -68,9 +76,8 @@ def test_an_over_budget_library_is_cut_by_delete_edits_with_provenance(tmp_path)
 
 
 def test_training_keeps_every_library_within_budget(maths, tmp_path):
-    store = LibraryStore(tmp_path / "lib.json")
-    config = TrainConfig(tasks=16, epochs=2, budget=Budget(private_tokens=10, global_tokens=10))
-    result = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=config))
+    budget = Budget(private_tokens=10, global_tokens=10)
+    result, _, store = train_on_fake(maths, tmp_path, tasks=16, epochs=2, budget=budget)
     for version in store.heads().values():  # every lesson the fake writes is longer than 10 tokens
         assert version.lessons == []
     assert sum(sum(s.retired.values()) for s in result.steps) == sum(sum(s.applied.values()) for s in result.steps) > 0

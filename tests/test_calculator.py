@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from mas.calculator import calculate
+from mas.tools.calculator import calculate
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from mas.scenario import HOME
+from mas import paths
 
 
 def mas(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-c", "from mas.cli import main; main()", *args], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-c", "from mas.cli.main import main; main()", *args], capture_output=True, text=True, cwd=cwd
     )
 
 
@@ -23,7 +23,9 @@ def snapshot(folder: Path) -> dict:
 @pytest.fixture
 def trained(tmp_path):
     lib = tmp_path / "maths.json"
-    done = mas("train", "maths", "--model", "fake", "--tasks", "8", "--library", str(lib), "--run-dir", str(tmp_path / "run"))
+    done = mas(
+        "train", "maths", "--model", "fake", "--tasks", "8", "--library", str(lib), "--run-dir", str(tmp_path / "run")
+    )
     assert done.returncode == 0, done.stderr
     return lib
 
@@ -58,12 +60,12 @@ BAD = [
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, trained, args, message, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     args = [a.format(tmp=tmp_path, bad=bad_jsonl(tmp_path), lib=trained) for a in args]
-    before, runs_before = snapshot(tmp_path), snapshot(HOME / "runs")
+    before, runs_before = snapshot(tmp_path), snapshot(paths.home() / "runs")
     done = mas(*args)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr
-    assert snapshot(tmp_path) == before and snapshot(HOME / "runs") == runs_before
+    assert snapshot(tmp_path) == before and snapshot(paths.home() / "runs") == runs_before
 
 
 def test_library_show_diff_export_rollback(trained):

@@ -1,28 +1,26 @@
 """mas promote, mas graph export and mas transfer from the command line."""
 
-import asyncio
 import json
 
 import pytest
 
+from mas.library.promotion import PromotionPolicy
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient
+from mas.testing import train_on_fake
 from tests import planted
 from tests.test_cli import mas
-
-from mas.config import TrainConfig
-from mas.fake import FakeClient
-from mas.promotion import PromotionPolicy
-from mas.store import LibraryStore
-from mas.train import train
 
 
 @pytest.fixture(scope="module")
 def evidence(tmp_path_factory):
     """A planted-world library trained with promotion off, so candidates are waiting."""
     folder = tmp_path_factory.mktemp("planted")
-    config = TrainConfig(epochs=3, batch_size=10, group_size=4, promotion=PromotionPolicy(cadence="off"))
-    store = LibraryStore(folder / "lib.json")
-    asyncio.run(train(planted.scenario(60), client=FakeClient(planted.respond), store=store, run_dir=folder / "run", config=config))
-    return folder / "lib.json"
+    off = PromotionPolicy(cadence="off")
+    _, _, store = train_on_fake(
+        planted.scenario(60), folder, FakeClient(planted.respond), epochs=3, batch_size=10, group_size=4, promotion=off
+    )
+    return store.path
 
 
 def test_promote_dry_run_then_for_real(evidence):
@@ -48,20 +46,37 @@ def test_graph_export(evidence, fmt, tmp_path):
 
 def test_transfer_json(tmp_path):
     lib = tmp_path / "lib.json"
-    assert mas("train", "maths", "--model", "fake", "--tasks", "8", "--library", str(lib), "--run-dir", str(tmp_path / "run")).returncode == 0
+    assert (
+        mas(
+            "train",
+            "maths",
+            "--model",
+            "fake",
+            "--tasks",
+            "8",
+            "--library",
+            str(lib),
+            "--run-dir",
+            str(tmp_path / "run"),
+        ).returncode
+        == 0
+    )
     done = mas("transfer", "maths", "--model", "fake", "--tasks", "6", "--library", str(lib), "--json")
     result = json.loads(done.stdout)
     assert len(result["cells"]) == 9 and result["tasks"] == 6
     assert all(c["low"] <= c["delta"] <= c["high"] for c in result["cells"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["promote", "nope"], "no such library file"),
-    (["graph", "export", "{lib}", "--format", "pdf"], "--format 'pdf'"),
-    (["train", "maths", "--model", "fake", "--inject", "some"], "--inject 'some'"),
-    (["train", "maths", "--model", "fake", "--promote-every", "week"], "--promote-every 'week'"),
-    (["transfer", "maths", "--model", "fake", "--library", "{tmp}/none.json"], "none.json: no such library file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["promote", "nope"], "no such library file"),
+        (["graph", "export", "{lib}", "--format", "pdf"], "--format 'pdf'"),
+        (["train", "maths", "--model", "fake", "--inject", "some"], "'--inject'"),
+        (["train", "maths", "--model", "fake", "--promote-every", "week"], "'--promote-every'"),
+        (["transfer", "maths", "--model", "fake", "--library", "{tmp}/none.json"], "none.json: no such library file"),
+    ],
+)
 def test_bad_input(evidence, tmp_path, args, message):
     done = mas(*[a.format(lib=evidence, tmp=tmp_path) for a in args])
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1

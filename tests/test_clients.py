@@ -14,10 +14,11 @@ from autogen_core.models import (
     UserMessage,
 )
 
-from mas.clients import Adapted, grammar_safe, open_client
 from mas.errors import UserError
-from mas.fake import FakeClient
-from mas.texttools import action_schema, as_text, parse_action
+from mas.models.clients import open_client
+from mas.models.endpoint import Adapted, grammar_safe
+from mas.models.fake import FakeClient
+from mas.models.texttools import action_schema, as_text, parse_action
 from mas.tools import TOOLS
 from mas.types import Advantage, Task, for_roles
 
@@ -26,7 +27,9 @@ CALC = CALCULATOR.schema
 
 
 def result(content):
-    return CreateResult(finish_reason="stop", content=content, usage=RequestUsage(prompt_tokens=1, completion_tokens=1), cached=False)
+    return CreateResult(
+        finish_reason="stop", content=content, usage=RequestUsage(prompt_tokens=1, completion_tokens=1), cached=False
+    )
 
 
 async def test_specs():
@@ -81,8 +84,12 @@ def test_tool_history_is_replayed_as_text():
         [
             SystemMessage(content="You are the solver."),
             UserMessage(content="What is 2+3?", source="user"),
-            AssistantMessage(content=[FunctionCall(id="1", name="calculator", arguments='{"expression": "2+3"}')], source="solver"),
-            FunctionExecutionResultMessage(content=[FunctionExecutionResult(content="5", name="calculator", call_id="1")]),
+            AssistantMessage(
+                content=[FunctionCall(id="1", name="calculator", arguments='{"expression": "2+3"}')], source="solver"
+            ),
+            FunctionExecutionResultMessage(
+                content=[FunctionExecutionResult(content="5", name="calculator", call_id="1")]
+            ),
         ],
         [CALC],
     )

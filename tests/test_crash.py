@@ -9,15 +9,15 @@ import sys
 import time
 from collections import Counter
 
-from mas.store import LibraryStore
-from mas.usage import UsageLog
+from mas.library.logs import SideFiles
+from mas.library.store import LibraryStore
 
 ARGS = ["train", "maths", "--model", "fake:0.01", "--tasks", "12", "--batch-size", "4", "--epochs", "2"]
 
 
 def start(tmp, name, *extra):
     folder = tmp / name
-    command = [sys.executable, "-c", "from mas.cli import main; main()", *ARGS, *extra]
+    command = [sys.executable, "-c", "from mas.cli.main import main; main()", *ARGS, *extra]
     command += ["--library", str(folder / "lib.json"), "--run-dir", str(folder / "run")]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -44,7 +44,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         LibraryStore(tmp_path / "killed" / "lib.json").heads()  # never left corrupt
-        list(UsageLog.beside(tmp_path / "killed" / "lib.json").events())
+        list(SideFiles(tmp_path / "killed" / "lib.json").usage.items())
     assert start(tmp_path, "killed").wait(timeout=120) == 0
 
     whole, killed = LibraryStore(tmp_path / "whole" / "lib.json"), LibraryStore(tmp_path / "killed" / "lib.json")
@@ -55,8 +55,8 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     keys = Counter((r["kind"], r["key"]) for r in map(json.loads, lines))
     assert max(keys.values()) == 1, "a finished stage was done twice"
     assert len(keys) == total
-    whole_usage = [e.model_dump() for e in UsageLog.beside(tmp_path / "whole" / "lib.json").events()]
-    killed_usage = [e.model_dump() for e in UsageLog.beside(tmp_path / "killed" / "lib.json").events()]
+    whole_usage = [e.model_dump() for e in SideFiles(tmp_path / "whole" / "lib.json").usage.items()]
+    killed_usage = [e.model_dump() for e in SideFiles(tmp_path / "killed" / "lib.json").usage.items()]
     assert killed_usage == whole_usage  # each step's usage recorded exactly once
 
 
@@ -65,7 +65,7 @@ def test_a_second_writer_on_the_same_library_is_refused(tmp_path):
     while journal_lines(tmp_path, "shared") < 3:
         assert first.poll() is None
         time.sleep(0.01)
-    command = [sys.executable, "-c", "from mas.cli import main; main()", *ARGS]
+    command = [sys.executable, "-c", "from mas.cli.main import main; main()", *ARGS]
     command += ["--library", str(tmp_path / "shared" / "lib.json"), "--run-dir", str(tmp_path / "other")]
     second = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert second.returncode == 2 and "another mas train is using this library" in second.stderr

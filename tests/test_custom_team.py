@@ -6,7 +6,8 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.teams import RoundRobinGroupChat
 
 import mas
-import mas.fake
+import mas.models.fake
+from mas.models.fake import default_respond
 
 
 def my_team(system_messages, client, task):
@@ -18,7 +19,7 @@ def my_team(system_messages, client, task):
 
 def respond(request):
     if request.schema is not None:
-        return mas.fake.default_respond(request)
+        return default_respond(request)
     word = "yes" if request.unit("ok") < 0.5 else "no"
     return f"Checked. Result: {word}" if "checker" in request.system else "Draft: done."
 

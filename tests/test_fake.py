@@ -2,7 +2,7 @@ import asyncio
 
 from autogen_core.models import SystemMessage, UserMessage
 
-from mas.fake import FakeClient
+from mas.models.fake import FakeClient
 from mas.types import Advantage, EditBatch, Summary, for_roles
 
 
@@ -24,7 +24,9 @@ async def test_structured_defaults_validate():
     client = FakeClient()
     roles = ("planner", "solver", "verifier")
     for schema in (for_roles(Summary, roles), for_roles(Advantage, roles), EditBatch):
-        result = await client.create(messages("Task: How many apples?\n## solver\n- (solver) Use it."), json_output=schema)
+        result = await client.create(
+            messages("Task: How many apples?\n## solver\n- (solver) Use it."), json_output=schema
+        )
         schema.model_validate_json(result.content)
 
 

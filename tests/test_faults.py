@@ -12,14 +12,16 @@ import time
 import pytest
 from autogen_core.models import UserMessage
 
-from mas.clients import Adapted, _retry_after, endpoint_counts, open_client
 from mas.config import TrainConfig
 from mas.errors import EndpointError
+from mas.library.store import LibraryStore
 from mas.meter import Meter
-from mas.store import LibraryStore
+from mas.models.clients import open_client
+from mas.models.endpoint import Adapted, endpoint_counts
+from mas.models.faults import retry_after as _retry_after
 from mas.team import run_rollout
 from mas.train import train
-from tests.fault_server import KINDS, STRUCTURED_ONLY, TRANSPORT, fault_server, spread  # noqa: F401
+from tests.fault_server import KINDS, STRUCTURED_ONLY, TRANSPORT, spread
 
 KEY = "sk-test-0123456789abcdef"
 SEEN_AS = {
@@ -34,13 +36,17 @@ CONFIG = TrainConfig(tasks=8, epochs=2, batch_size=4, group_size=3, concurrency=
 @pytest.fixture
 def quick_backoff(monkeypatch):
     """Backoff from 0.1 s instead of 0.5 s, to keep the file quick; the logic is the same."""
-    monkeypatch.setattr("mas.clients.BACKOFF", 0.1)
+    monkeypatch.setattr("mas.models.clients.BACKOFF", 0.1)
 
 
 def train_against(server, maths, path, config=CONFIG):
     async def go():
         async with open_client(
-            "openai:fake-model", base_url=server.url, api_key=KEY, call_timeout=config.call_timeout, retries=config.retries
+            "openai:fake-model",
+            base_url=server.url,
+            api_key=KEY,
+            call_timeout=config.call_timeout,
+            retries=config.retries,
         ) as client:
             store = LibraryStore(path / "lib.json")
             result = await train(
@@ -59,7 +65,9 @@ def outputs(journal) -> dict:
     """Every stage output by key; step reports without their timing and endpoint counts."""
     return {
         (r["kind"], r["key"]): (
-            {k: v for k, v in r["data"].items() if k not in ("seconds", "endpoint")} if r["kind"] == "step" else r["data"]
+            {k: v for k, v in r["data"].items() if k not in ("seconds", "endpoint")}
+            if r["kind"] == "step"
+            else r["data"]
         )
         for r in journal
     }
@@ -95,7 +103,9 @@ def test_training_through_transport_faults_loses_nothing(fault_server, maths, tm
     assert 0.1 < fault_server.total_faults / fault_server.requests < 0.3
     # Nothing lost: the same libraries, version by version, and the same output at every stage.
     assert faulty.heads == clean.heads
-    assert {n: store.versions(n) for n in store.libraries()} == {n: clean_store.versions(n) for n in clean_store.libraries()}
+    assert {n: store.versions(n) for n in store.libraries()} == {
+        n: clean_store.versions(n) for n in clean_store.libraries()
+    }
     assert outputs(journal) == outputs(clean_journal)
     # Every fault counted, as the kind the client saw it as.
     assert counts.faults == as_seen_by_client(fault_server.faults)

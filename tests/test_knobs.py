@@ -7,20 +7,18 @@ from collections import Counter
 import pytest
 
 from mas.config import EvalConfig, TrainConfig
-from mas.evaluate import evaluate
-from mas.fake import FakeClient, default_respond
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient, default_respond
 from mas.stages import reward
-from mas.store import LibraryStore
+from mas.studies.evaluate import evaluate
+from mas.testing import journal, train_on_fake
 from mas.train import train
-from mas.types import Advantage, EditBatch, Group, Rollout, Task
+from mas.types import EditBatch, Group, Rollout, Task
 
 
 def run(maths, tmp_path, client=None, /, **config):
-    client = client or FakeClient()
-    store = LibraryStore(tmp_path / "lib.json")
-    result = asyncio.run(train(maths, client=client, store=store, run_dir=tmp_path / "run", config=TrainConfig(**config)))
-    journal = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
-    return result, client, store, journal
+    result, client, store = train_on_fake(maths, tmp_path, client, **config)
+    return result, client, store, journal(tmp_path / "run")
 
 
 def rollouts(journal):
@@ -28,7 +26,7 @@ def rollouts(journal):
 
 
 def test_tasks_batch_size_epochs(maths, tmp_path):
-    result, *_ , journal = run(maths, tmp_path, tasks=6, batch_size=4, epochs=2)
+    result, *_, journal = run(maths, tmp_path, tasks=6, batch_size=4, epochs=2)
     assert [len(s.task_ids) for s in result.steps] == [4, 2, 4, 2]
     assert [s.epoch for s in result.steps] == [0, 0, 1, 1]
     assert {r["task_id"] for r in rollouts(journal)} == {t.id for t in maths.tasks[:6]}
@@ -63,7 +61,9 @@ def test_temperatures_and_max_tokens_reach_the_model(maths, tmp_path):
 
 
 def test_rollout_timeout_cancels_slow_teams(maths, tmp_path):
-    result, client, _, journal = run(maths, tmp_path, FakeClient(latency=0.5), tasks=2, group_size=2, rollout_timeout=0.2)
+    result, client, _, journal = run(
+        maths, tmp_path, FakeClient(latency=0.5), tasks=2, group_size=2, rollout_timeout=0.2
+    )
     assert all(r["error"].startswith("timeout") for r in rollouts(journal))
     assert result.steps[0].calls["rollout"].failures == 4
 
@@ -91,7 +91,9 @@ def test_concurrency_bounds_calls_in_flight(maths, tmp_path, limit):
 
 def test_ground_truth_off_rewards_the_majority():
     task = Task(id="t", question="?", answer="7")
-    group = Group(task=task, rollouts=[Rollout(task_id="t", index=i, traces=[], answer=a) for i, a in enumerate(["5", "5", "7"])])
+    group = Group(
+        task=task, rollouts=[Rollout(task_id="t", index=i, traces=[], answer=a) for i, a in enumerate(["5", "5", "7"])]
+    )
     from mas.scenario import load_scenario
 
     maths = load_scenario("maths")
@@ -108,8 +110,15 @@ def test_ground_truth_off_hides_the_answer_from_the_advantage(maths, tmp_path):
 def three_lessons(request):
     if request.schema is not None and request.schema.__name__ == "Advantage":
         n = int(request.unit() * 1000)
-        return json.dumps({"decisive_role": "solver", "reason": "r", "lessons": [
-            {"role": "solver", "text": f"When solving task kind {n}-{i}, check twice."} for i in range(3)]})
+        return json.dumps(
+            {
+                "decisive_role": "solver",
+                "reason": "r",
+                "lessons": [
+                    {"role": "solver", "text": f"When solving task kind {n}-{i}, check twice."} for i in range(3)
+                ],
+            }
+        )
     return default_respond(request)
 
 
@@ -128,7 +137,9 @@ def test_max_lessons_caps_each_library(maths, tmp_path):
 
 def test_eval_knobs(maths):
     client = FakeClient()
-    result = asyncio.run(evaluate(maths, client=client, heads=None, config=EvalConfig(tasks=3, k=4, temperature=0.9, max_tokens=50)))
+    result = asyncio.run(
+        evaluate(maths, client=client, heads=None, config=EvalConfig(tasks=3, k=4, temperature=0.9, max_tokens=50))
+    )
     assert len(result.tasks) == 3 and all(len(t.rewards) == 4 for t in result.tasks)
     assert all(r.settings["temperature"] == 0.9 and r.settings["max_tokens"] == 50 for r in client.requests)
     assert {t.task_id for t in result.tasks} == {t.id for t in maths.held_out[:3]}
@@ -141,7 +152,9 @@ def test_eval_seed_concurrency_and_timeout(maths):
     other = FakeClient()
     asyncio.run(evaluate(maths, client=other, heads=None, config=config.model_copy(update={"seed": 6})))
     assert client.peak == 1 and {r.seed for r in client.requests}.isdisjoint({r.seed for r in other.requests})
-    slow = asyncio.run(evaluate(maths, client=FakeClient(latency=0.5), heads=None, config=EvalConfig(tasks=1, rollout_timeout=0.1)))
+    slow = asyncio.run(
+        evaluate(maths, client=FakeClient(latency=0.5), heads=None, config=EvalConfig(tasks=1, rollout_timeout=0.1))
+    )
     assert slow.tasks[0].rewards == [0.0] and slow.calls["rollout"].failures == 1
 
 
@@ -151,13 +164,17 @@ def test_route_global_sends_every_lesson_to_the_global_library(maths, tmp_path):
 
 
 def test_inject_global_off_leaves_the_global_library_out(maths):
-    from mas.budget import Budget
-    from mas.library import role_block
+    from mas.library.budget import Budget
+    from mas.library.inject import role_block
     from mas.types import Lesson, Version
 
-    heads = {"global": Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="Shared lesson.")])}
-    assert "global/0001" in role_block(heads, "solver")
-    assert role_block(heads, "solver", budget=Budget(inject_global=False)) == ""
+    heads = {
+        "global": Version(
+            library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="Shared lesson.")]
+        )
+    }
+    assert role_block(heads, "solver").shown == ["global/0001"]
+    assert role_block(heads, "solver", budget=Budget(inject_global=False)).text == ""
 
 
 def test_group_size_1_learns_against_the_answer(maths, tmp_path):
@@ -172,10 +189,14 @@ def test_budget_usd_stops_cleanly_and_resumes(maths, tmp_path):
     price = Price(prompt=1000.0, completion=1000.0)
     store = LibraryStore(tmp_path / "lib.json")
     config = TrainConfig(tasks=12, batch_size=4, budget_usd=0.5)
-    first = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=config, price=price))
+    first = asyncio.run(
+        train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=config, price=price)
+    )
     assert first.stopped and len(first.steps) == 1 and first.cost_usd >= 0.5
     more = config.model_copy(update={"budget_usd": 100.0})
-    second = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=more, price=price))
+    second = asyncio.run(
+        train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=more, price=price)
+    )
     assert second.stopped is None and len(second.steps) == 3
 
 
@@ -184,9 +205,15 @@ def test_dollars_per_stage_and_per_role(maths, tmp_path):
 
     price = Price(prompt=1.0, completion=2.0)
     store = LibraryStore(tmp_path / "lib.json")
-    result = asyncio.run(train(maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=TrainConfig(tasks=4), price=price))
+    result = asyncio.run(
+        train(
+            maths, client=FakeClient(), store=store, run_dir=tmp_path / "run", config=TrainConfig(tasks=4), price=price
+        )
+    )
     step = result.steps[0]
     rollout = step.calls["rollout"]
-    assert step.stage_cost_usd["rollout"] == pytest.approx((rollout.prompt_tokens + 2 * rollout.completion_tokens) / 1e6)
+    assert step.stage_cost_usd["rollout"] == pytest.approx(
+        (rollout.prompt_tokens + 2 * rollout.completion_tokens) / 1e6
+    )
     assert sum(step.role_cost_usd.values()) == pytest.approx(step.stage_cost_usd["rollout"])
     assert step.cost_usd == pytest.approx(sum(step.stage_cost_usd.values())) and result.cost_usd == step.cost_usd

@@ -1,4 +1,5 @@
-from mas.library import apply, parse_edits, render_block
+from mas.library.edits import apply, parse_edits
+from mas.library.inject import render_block
 from mas.types import Add, Delete, Keep, Lesson, Modify, Provenance, Version
 
 
@@ -7,9 +8,18 @@ def v0(library="solver"):
 
 
 def test_add_modify_delete_keep_with_stable_ids():
-    v1, bad = apply(v0(), [Add(op="add", text="Check the units first."), Add(op="add", text="Use the calculator for products.")])
+    v1, bad = apply(
+        v0(), [Add(op="add", text="Check the units first."), Add(op="add", text="Use the calculator for products.")]
+    )
     assert [l.id for l in v1.lessons] == ["solver/0001", "solver/0002"] and bad == []
-    v2, bad = apply(v1, [Delete(op="delete", id="solver/0001"), Modify(op="modify", id="solver/0002", text="Always use the calculator."), Keep(op="keep")])
+    v2, bad = apply(
+        v1,
+        [
+            Delete(op="delete", id="solver/0001"),
+            Modify(op="modify", id="solver/0002", text="Always use the calculator."),
+            Keep(op="keep"),
+        ],
+    )
     assert [(l.id, l.text) for l in v2.lessons] == [("solver/0002", "Always use the calculator.")]
     assert v2.number == 2 and len(v2.edits) == 2  # keep is not recorded as a change
     v3, _ = apply(v2, [Add(op="add", text="A lesson added after a delete.")])
@@ -18,7 +28,13 @@ def test_add_modify_delete_keep_with_stable_ids():
 
 def test_unknown_ids_and_duplicates_are_refused_with_reasons():
     v1, _ = apply(v0(), [Add(op="add", text="Check the units first.")])
-    v2, bad = apply(v1, [Modify(op="modify", id="solver/0042", text="Nope, no such lesson."), Add(op="add", text="check the units  first")])
+    v2, bad = apply(
+        v1,
+        [
+            Modify(op="modify", id="solver/0042", text="Nope, no such lesson."),
+            Add(op="add", text="check the units  first"),
+        ],
+    )
     assert v2.lessons == v1.lessons
     assert [r.reason for r in bad] == ["unknown lesson id 'solver/0042'", "duplicate of solver/0001"]
 
@@ -45,9 +61,15 @@ def test_one_malformed_edit_among_valid_ones():
 
 
 def test_render_block_is_stable_and_global_first():
-    mine = Version(library="solver", number=1, next_id=3, lessons=[Lesson(id="solver/0002", text="B."), Lesson(id="solver/0001", text="A.")])
+    mine = Version(
+        library="solver",
+        number=1,
+        next_id=3,
+        lessons=[Lesson(id="solver/0002", text="B."), Lesson(id="solver/0001", text="A.")],
+    )
     shared = Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="G.")])
     block = render_block(shared.lessons, mine.lessons)
-    assert block.index("[global/0001]") < block.index("[solver/0001]") < block.index("[solver/0002]")
+    assert block.text.index("[global/0001]") < block.text.index("[solver/0001]") < block.text.index("[solver/0002]")
+    assert block.shown == ["global/0001", "solver/0001", "solver/0002"]
     assert render_block(shared.lessons, list(reversed(mine.lessons))) == block
-    assert render_block([], []) == ""
+    assert render_block([], []) == ("", [])

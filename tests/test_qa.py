@@ -9,9 +9,20 @@ from pathlib import Path
 import pytest
 
 from mas.datasets import load_jsonl
-from mas.qa import (
-    RELATIONS, build_world, chains, exact_match, extract_answer, f1, generate, gold, normalize, passage,
-    qa_reward, question, write_jsonl,
+from mas.domains.qa import (
+    RELATIONS,
+    build_world,
+    chains,
+    exact_match,
+    extract_answer,
+    f1,
+    generate,
+    gold,
+    normalize,
+    passage,
+    qa_reward,
+    question,
+    write_jsonl,
 )
 from mas.scenario import EXTRACTORS, REWARDS, load_scenario
 from mas.types import Task
@@ -76,7 +87,7 @@ def test_qa_reward_counts_aliases():
         ("ANSWER: Velora Quint", "Velora Quint"),
         ("Answer: Tamsk.", "Tamsk"),
         ("answer:Tamsk", "Tamsk"),
-        ("Final answer: \"Orlen\"", "Orlen"),
+        ('Final answer: "Orlen"', "Orlen"),
         ("**Answer:** Brannock Mills", "Brannock Mills"),
         ("She was born in Tamsk.\nANSWER: Tamsk\nThat is all.", "Tamsk"),
         ("ANSWER: Tamsk\nwait, no.\nANSWER: Velmor", "Velmor"),

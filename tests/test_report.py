@@ -1,18 +1,19 @@
 """The training report: real runs on the fake client to Markdown and PNG plots."""
 
 import asyncio
-import json
 import re
 
 import pytest
 
 from mas.config import TrainConfig
 from mas.errors import UserError
-from mas.fake import FakeClient
-from mas.report import PLOTS, write_report
+from mas.library.logs import SideFiles, StepKey
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
-from mas.store import LibraryStore
+from mas.studies.report import PLOTS, write_report
 from mas.train import train
+from mas.types import PromotionMove
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -21,8 +22,16 @@ def make_run(root, name, **config):
     """A real training run in ``root/name`` with its own library ``root/name.json``."""
     store = LibraryStore(root / f"{name}.json")
     config = TrainConfig(**{"tasks": 8, "epochs": 2, **config})
-    asyncio.run(train(load_scenario("maths"), client=FakeClient(), store=store, run_dir=root / name, config=config,
-                      model_name="fake"))
+    asyncio.run(
+        train(
+            load_scenario("maths"),
+            client=FakeClient(),
+            store=store,
+            run_dir=root / name,
+            config=config,
+            model_name="fake",
+        )
+    )
     return root / name
 
 
@@ -44,7 +53,9 @@ def test_one_run_gives_a_report_with_its_plots_and_tables(runs, tmp_path):
     path = write_report([alpha], tmp_path / "out")
     assert path == tmp_path / "out" / "report.md"
     text = path.read_text()
-    assert "## Run `alpha`" in text and "scenario **maths**, model **fake**, epochs 2, group size 3, batch size 4" in text
+    assert (
+        "## Run `alpha`" in text and "scenario **maths**, model **fake**, epochs 2, group size 3, batch size 4" in text
+    )
     for name, title in PLOTS.items():
         assert f"![{title}]({name}.png)" in text
     check_plots(tmp_path / "out")
@@ -60,14 +71,20 @@ def test_one_run_gives_a_report_with_its_plots_and_tables(runs, tmp_path):
 def test_two_runs_are_compared(runs, tmp_path):
     text = write_report(list(runs), tmp_path / "out").read_text()
     comparison = text.split("## Comparison")[1].split("## Plots")[0]
-    assert "| run | scenario | model | final-epoch reward | lessons | model calls | total tokens | wall seconds |" in comparison
+    assert (
+        "| run | scenario | model | final-epoch reward | lessons | model calls | total tokens | wall seconds |"
+        in comparison
+    )
     assert "| `alpha` | maths | fake |" in comparison and "| `beta` | maths | fake |" in comparison
     assert "## Run `alpha`" in text and "## Run `beta`" in text
     check_plots(tmp_path / "out")
 
 
 def test_runs_with_the_same_directory_name_get_distinct_labels(tmp_path):
-    first, second = make_run(tmp_path / "a", "run", tasks=4, epochs=1), make_run(tmp_path / "b", "run", tasks=4, epochs=1)
+    first, second = (
+        make_run(tmp_path / "a", "run", tasks=4, epochs=1),
+        make_run(tmp_path / "b", "run", tasks=4, epochs=1),
+    )
     text = write_report([first, second], tmp_path / "out").read_text()
     assert "`run (1)`" in text and "`run (2)`" in text
 
@@ -113,17 +130,31 @@ def test_an_empty_journal_still_reports(tmp_path):
 def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
     run = make_run(tmp_path, "prom", tasks=4, epochs=2)
     moves = [
-        {"kind": "promote", "text": "Check every intermediate result once more before going on.", "roles": ["planner", "solver"], "epoch": 1},
+        {
+            "kind": "promote",
+            "text": "Check every intermediate result once more before going on.",
+            "roles": ["planner", "solver"],
+            "epoch": 1,
+        },
         {"kind": "demote", "text": "Always answer with the first number that comes to mind.", "roles": [], "epoch": 0},
-        {"kind": "promote", "text": "A lesson from another run entirely, not this one.", "roles": ["solver"], "epoch": 0, "run": "other"},
+        {
+            "kind": "promote",
+            "text": "A lesson from another run entirely, not this one.",
+            "roles": ["solver"],
+            "epoch": 0,
+            "run": "other",
+        },
     ]
-    with (tmp_path / "prom.promotions.jsonl").open("w") as f:
-        for m in moves:
-            provenance = {"run": m.pop("run", "prom"), "epoch": m.pop("epoch"), "step": 0, "stage": "promotion"}
-            f.write(json.dumps({"provenance": provenance, "lessons": [], "evidence": {}, **m}) + "\n")
+    log = SideFiles(tmp_path / "prom.json").promotions
+    for m in moves:
+        log.append(StepKey(m.pop("run", "prom"), m.pop("epoch"), 0), [PromotionMove(lessons=[], evidence={}, **m)])
+    with log.path.open("a") as f:
         f.write("{cut short\n")
     text = write_report([run], tmp_path / "out").read_text()
-    assert "- epoch 1: promote “Check every intermediate result once more before going on.” (roles: planner, solver)" in text
+    assert (
+        "- epoch 1: promote “Check every intermediate result once more before going on.” (roles: planner, solver)"
+        in text
+    )
     assert "- epoch 0: demote “Always answer with the first number" in text
     assert "another run" not in text
     check_plots(tmp_path / "out")

@@ -9,12 +9,12 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import FunctionCall
 
-from mas.fake import FakeClient
 from mas.meter import Meter
-from mas.sandbox import Limits, run_python
+from mas.models.fake import FakeClient
 from mas.scenario import custom_scenario
 from mas.team import run_rollout
 from mas.tools import TOOLS
+from mas.tools.sandbox import Limits, run_python
 from mas.types import Task
 
 
@@ -35,12 +35,15 @@ def test_no_secrets_and_a_scratch_directory(monkeypatch):
     assert "mas-sandbox-" in cwd and not os.path.exists(cwd)  # the scratch directory is gone
 
 
-@pytest.mark.parametrize("code, limits, expected", [
-    ("while True: pass", {"cpu_seconds": 1}, "signal"),
-    ("x = bytearray(2_000_000_000)", {"memory_mb": 128}, "MemoryError"),
-    ("import time; time.sleep(30)", {"wall_seconds": 1}, "ran past 1 s"),
-    ("print('y' * 100_000)", {}, "y"),
-])
+@pytest.mark.parametrize(
+    "code, limits, expected",
+    [
+        ("while True: pass", {"cpu_seconds": 1}, "signal"),
+        ("x = bytearray(2_000_000_000)", {"memory_mb": 128}, "MemoryError"),
+        ("import time; time.sleep(30)", {"wall_seconds": 1}, "ran past 1 s"),
+        ("print('y' * 100_000)", {}, "y"),
+    ],
+)
 def test_runaway_code_is_stopped(code, limits, expected):
     started = time.monotonic()
     out = run(code, **limits)
@@ -55,7 +58,9 @@ def test_a_hanging_tool_call_cannot_hold_the_rollout_past_its_deadline():
         return [FunctionCall(id="1", name="python", arguments='{"code": "import time; time.sleep(60)"}')]
 
     def team(prompts, client, task):
-        agent = AssistantAgent("coder", model_client=client, system_message=prompts["coder"], tools=[TOOLS["python"](task)])
+        agent = AssistantAgent(
+            "coder", model_client=client, system_message=prompts["coder"], tools=[TOOLS["python"](task)]
+        )
         return RoundRobinGroupChat([agent], max_turns=1)
 
     scenario = custom_scenario("s", roles={"coder": "You are the coder."}, team=team, tasks=[], reward=lambda t, a: 0.0)

@@ -10,9 +10,9 @@ import pytest
 from autogen_core import CancellationToken
 from autogen_core.tools import FunctionTool
 
-from mas.qa import generate
-from mas.search import _index, find, open_tool, search_tool, stem
+from mas.domains.qa import generate
 from mas.tools import TOOLS
+from mas.tools.search import _index, find, open_tool, search_tool, stem
 from mas.types import Passage, Task
 
 TASK = Task(
@@ -20,11 +20,21 @@ TASK = Task(
     question="In which region is the town where Velora Quint was born?",
     answer="Marrowen",
     passages=[
-        Passage(title="Brannock Mills", text="Brannock Mills is a company founded by Osric Pell in 1901. It is based in Duns."),
+        Passage(
+            title="Brannock Mills",
+            text="Brannock Mills is a company founded by Osric Pell in 1901. It is based in Duns.",
+        ),
         Passage(title="Tamsk", text="Tamsk is a town in Marrowen. The Orlen flows through Tamsk."),
-        Passage(title="Osric Pell", text="Osric Pell is a potter born in Duns in 1950. Osric Pell works for Brannock Mills."),
-        Passage(title="Velora Quint", text="Velora Quint is a weaver born in Tamsk in 1932. Velora Quint works for Brannock Mills."),
-        Passage(title="Duns", text="Duns is a town in Hallo. Duns is known for its stone bridge. " + "Filler text. " * 30),
+        Passage(
+            title="Osric Pell", text="Osric Pell is a potter born in Duns in 1950. Osric Pell works for Brannock Mills."
+        ),
+        Passage(
+            title="Velora Quint",
+            text="Velora Quint is a weaver born in Tamsk in 1932. Velora Quint works for Brannock Mills.",
+        ),
+        Passage(
+            title="Duns", text="Duns is a town in Hallo. Duns is known for its stone bridge. " + "Filler text. " * 30
+        ),
     ],
 )
 EMPTY = Task(id="empty", question="q")
@@ -92,7 +102,9 @@ def test_search_without_documents():
     assert open_doc("d0", EMPTY) == "no documents"
 
 
-@pytest.mark.parametrize("doc_id", ["d3", "3", "[d3]", " D3 ", "doc 3", "Velora Quint", " velora quint ", "[d3] Velora Quint: ..."])
+@pytest.mark.parametrize(
+    "doc_id", ["d3", "3", "[d3]", " D3 ", "doc 3", "Velora Quint", " velora quint ", "[d3] Velora Quint: ..."]
+)
 def test_open_accepts_id_spellings_and_titles(doc_id):
     assert open_doc(doc_id) == "[d3] Velora Quint\n" + TASK.passages[3].text
 
@@ -101,15 +113,30 @@ def test_open_shows_the_whole_text():
     assert open_doc("d4") == "[d4] Duns\n" + TASK.passages[4].text
 
 
-@pytest.mark.parametrize("doc_id", ["d999", "-1", "5", "", "   ", '{"doc_id": "d3"}', "d3.5", "dd3", "x" * 10_000, "☃💥\x00"])
+@pytest.mark.parametrize(
+    "doc_id", ["d999", "-1", "5", "", "   ", '{"doc_id": "d3"}', "d3.5", "dd3", "x" * 10_000, "☃💥\x00"]
+)
 def test_open_refuses_unknown_ids_with_the_valid_range(doc_id):
     result = open_doc(doc_id)
     assert result.startswith("unknown document") and "d0 to d4" in result
     assert len(result) < 150
 
 
-HOSTILE = ["", "   ", "the a of", "x" * 10_000, "Velora " * 2_000, "☃💥日本語\x00\u202e", '{"query": "Velora"}',
-           "[]", "null", "-1", "d999", "\n\n\t", "SELECT * FROM docs; --"]
+HOSTILE = [
+    "",
+    "   ",
+    "the a of",
+    "x" * 10_000,
+    "Velora " * 2_000,
+    "☃💥日本語\x00\u202e",
+    '{"query": "Velora"}',
+    "[]",
+    "null",
+    "-1",
+    "d999",
+    "\n\n\t",
+    "SELECT * FROM docs; --",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -165,9 +192,9 @@ def test_a_team_rollout_searches_opens_and_answers(monkeypatch):
 
     from autogen_core import FunctionCall
 
-    from mas.fake import FakeClient
+    from mas.domains.qa import extract_answer, qa_reward
     from mas.meter import Meter
-    from mas.qa import extract_answer, qa_reward
+    from mas.models.fake import FakeClient
     from mas.scenario import EXTRACTORS, REWARDS, load_scenario
     from mas.team import run_rollout
 
@@ -190,9 +217,9 @@ def test_a_team_rollout_searches_opens_and_answers(monkeypatch):
 
     scenario = load_scenario("multihop", limit=1)
     task = TASK.model_copy(update={"question": "In which town was Velora Quint born?", "answer": "Tamsk"})
-    rollout = asyncio.run(run_rollout(
-        scenario, task, 0, client=FakeClient(respond), heads={}, settings={}, timeout=30, meter=Meter()
-    ))
+    rollout = asyncio.run(
+        run_rollout(scenario, task, 0, client=FakeClient(respond), heads={}, settings={}, timeout=30, meter=Meter())
+    )
     assert rollout.error is None and rollout.answer == "Tamsk"
     assert scenario.reward(task, rollout.answer) == 1.0
     calls = [c for trace in rollout.traces for turn in trace.turns for c in turn.tool_calls]

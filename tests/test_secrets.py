@@ -6,18 +6,19 @@ import asyncio
 import logging
 import secrets
 
-from mas.clients import endpoint_counts, open_client
 from mas.config import EvalConfig, TrainConfig
-from mas.evaluate import evaluate
-from mas.store import LibraryStore
+from mas.library.store import LibraryStore
+from mas.models.clients import open_client
+from mas.models.endpoint import endpoint_counts
+from mas.studies.evaluate import evaluate
 from mas.train import train
-from tests.fault_server import FATAL, KINDS, fault_server, spread  # noqa: F401
+from tests.fault_server import FATAL, KINDS, spread
 
 
 def test_the_api_key_is_written_nowhere(fault_server, maths, tmp_path, monkeypatch, capsys, caplog):
     key = "sk-mas-secret-" + secrets.token_hex(16)
     monkeypatch.setenv("OPENAI_API_KEY", key)  # the usual way to pass it
-    monkeypatch.setattr("mas.clients.BACKOFF", 0.05)
+    monkeypatch.setattr("mas.models.clients.BACKOFF", 0.05)
     caplog.set_level(logging.DEBUG)  # every logger, openai's and httpx's included
     # Faults of every kind, error bodies that echo the key, and few retries: some calls fail
     # for good, so error messages reach the journal.
@@ -31,7 +32,12 @@ def test_the_api_key_is_written_nowhere(fault_server, maths, tmp_path, monkeypat
         }) as client:  # fmt: skip
             store = LibraryStore(tmp_path / "libraries" / "maths.json")
             trained = await train(
-                maths, client=client, store=store, run_dir=tmp_path / "run", config=train_config, model_name="fake-model"
+                maths,
+                client=client,
+                store=store,
+                run_dir=tmp_path / "run",
+                config=train_config,
+                model_name="fake-model",
             )
             evaluated = await evaluate(maths, client=client, heads=store.heads(), config=eval_config)
             return trained, evaluated, endpoint_counts(client)
@@ -63,4 +69,4 @@ def test_the_api_key_is_written_nowhere(fault_server, maths, tmp_path, monkeypat
     }
     for where, text in texts.items():
         assert key not in text, f"the API key leaked into {where}"
-        assert key[len("sk-mas-secret-"):][:12] not in text, f"part of the API key leaked into {where}"
+        assert key[len("sk-mas-secret-") :][:12] not in text, f"part of the API key leaked into {where}"

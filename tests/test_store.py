@@ -13,7 +13,7 @@ import filelock
 import pytest
 
 from mas.errors import UserError
-from mas.store import LibraryStore, diff, export_markdown
+from mas.library.store import LibraryStore, diff, export_markdown
 from mas.types import Add, Lesson, Provenance, Version
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,7 +211,7 @@ def test_lock_timeout(store: LibraryStore, tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from mas.store import LibraryStore
+from mas.library.store import LibraryStore
 from mas.types import Lesson, Version
 store = LibraryStore(sys.argv[1])
 first = True
@@ -236,9 +236,7 @@ def test_sigkill_during_commits_never_corrupts(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     last = 0
     for _ in range(8):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env=env, text=True
-        )
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env=env, text=True)
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         time.sleep(rng.uniform(0.0, 0.3))
         proc.send_signal(signal.SIGKILL)

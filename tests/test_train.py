@@ -1,25 +1,17 @@
 """The whole loop on the fake client: lessons with provenance, reports, resume."""
 
-import asyncio
 import json
 from collections import Counter
 
-from mas.config import TrainConfig
 import pytest
 
-from mas.fake import FakeClient, default_respond
+from mas.models.fake import FakeClient, default_respond
+from mas.testing import journal, train_on_fake
 from mas.types import EditBatch
-from mas.store import LibraryStore
-from mas.train import train
 
 
 def run(maths, tmp_path, client=None, /, **config):
-    client = client or FakeClient()
-    store = LibraryStore(tmp_path / "lib.json")
-    result = asyncio.run(
-        train(maths, client=client, store=store, run_dir=tmp_path / "run", config=TrainConfig(**config), model_name="fake")
-    )
-    return result, client, store
+    return train_on_fake(maths, tmp_path, client, **config)
 
 
 def test_training_writes_lessons_with_provenance(maths, tmp_path):
@@ -37,8 +29,7 @@ def test_training_writes_lessons_with_provenance(maths, tmp_path):
 
 def test_rollouts_store_one_trace_per_role(maths, tmp_path):
     run(maths, tmp_path, tasks=4, group_size=2)
-    records = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
-    rollout = next(r["data"] for r in records if r["kind"] == "rollout")
+    rollout = journal(tmp_path / "run", "rollout")[0]["data"]
     assert [t["role"] for t in rollout["traces"]] == ["planner", "solver", "verifier"]
     solver = rollout["traces"][1]
     assert solver["turns"][0]["tool_calls"][0]["name"] == "calculator"
@@ -94,12 +85,16 @@ def test_a_torn_last_journal_line_is_dropped(maths, tmp_path):
 
 def mixed_edits(request):
     if request.schema is EditBatch:
-        return json.dumps({"edits": [
-            {"op": "add", "text": "Pass the whole expression, parentheses included."},
-            {"op": "modify", "text": "a modify that names no lesson"},
-            {"op": "delete", "id": "solver/0999"},
-            {"op": "add", "text": "Check the operator against the question's words."},
-        ]})
+        return json.dumps(
+            {
+                "edits": [
+                    {"op": "add", "text": "Pass the whole expression, parentheses included."},
+                    {"op": "modify", "text": "a modify that names no lesson"},
+                    {"op": "delete", "id": "solver/0999"},
+                    {"op": "add", "text": "Check the operator against the question's words."},
+                ]
+            }
+        )
     return default_respond(request)
 
 

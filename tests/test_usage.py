@@ -2,28 +2,38 @@
 
 import pytest
 
-from mas import graph
-from mas.types import Group, RoleNote, RoleTrace, Rollout, Summary, Task, Turn, UsageEvent
-from mas.usage import UsageLog, advantages, events
+from mas.library import graph
+from mas.library.logs import StepKey, StepLog
+from mas.stages import Context, numeric_advantages, usage_events
+from mas.types import Group, Provenance, RoleNote, RoleTrace, Rollout, Summary, Task, Turn, UsageEvent
 
-PROMPT = "You are the solver.\n\nLessons:\nShared lessons:\n[global/0001] G.\n\nYour lessons:\n[solver/0001] A.\n[solver/0002] B."
+SHOWN = ["global/0001", "solver/0001", "solver/0002"]
 
 
 def test_numeric_advantage_is_grpo_s():
-    assert advantages([1, 0, 0, 1]) == [1, -1, -1, 1]
-    assert advantages([1, 1, 1]) == [0, 0, 0]
-    assert advantages([1, 0, 0, 0])[0] == pytest.approx(3 / 3**0.5)
+    assert numeric_advantages([1, 0, 0, 1]) == [1, -1, -1, 1]
+    assert numeric_advantages([1, 1, 1]) == [0, 0, 0]
+    assert numeric_advantages([1, 0, 0, 0])[0] == pytest.approx(3 / 3**0.5)
 
 
 def rollout(index, reward, said):
-    return Rollout(task_id="t", index=index, traces=[RoleTrace(role="solver", system_message=PROMPT, turns=[Turn(content=said)])], answer="1", reward=reward)
+    trace = RoleTrace(role="solver", system_message="You are the solver.", shown=SHOWN, turns=[Turn(content=said)])
+    return Rollout(task_id="t", index=index, traces=[trace], answer="1", reward=reward)
+
+
+def events(group, summaries, *, run, epoch, step):
+    ctx = Context(None, None, None, None, None, {}, Provenance(run=run, epoch=epoch, step=step))
+    return usage_events(ctx, group, summaries)
 
 
 def test_events_keep_cited_and_judged_apart_and_within_the_prompt():
-    group = Group(task=Task(id="t", question="?"), rollouts=[
-        rollout(0, 1.0, "Using [solver/0001] and [planner/0009]."),
-        rollout(1, 0.0, "No lesson used."),
-    ])
+    group = Group(
+        task=Task(id="t", question="?"),
+        rollouts=[
+            rollout(0, 1.0, "Using [solver/0001] and [planner/0009]."),
+            rollout(1, 0.0, "No lesson used."),
+        ],
+    )
     summaries = [
         Summary(roles=[RoleNote(role="solver", note="n", applied=["solver/0002", "solver/0077"])], outcome="ok"),
         Summary(roles=[RoleNote(role="solver", note="n", applied=[])], outcome="bad"),
@@ -36,18 +46,29 @@ def test_events_keep_cited_and_judged_apart_and_within_the_prompt():
 
 
 def event(role, lessons, advantage, task="t"):
-    return UsageEvent(run="r", epoch=0, step=0, task_id=task, rollout=0, role=role, in_prompt=lessons, cited=lessons, reward=0, advantage=advantage)
+    return UsageEvent(
+        run="r",
+        epoch=0,
+        step=0,
+        task_id=task,
+        rollout=0,
+        role=role,
+        in_prompt=lessons,
+        cited=lessons,
+        reward=0,
+        advantage=advantage,
+    )
 
 
 def test_log_is_append_only_once_per_step_and_survives_a_torn_line(tmp_path):
-    log = UsageLog(tmp_path / "lib.usage.jsonl")
-    log.record("r", 0, 0, [event("solver", ["solver/0001"], 1.0)])
-    log.record("r", 0, 0, [event("solver", ["solver/0001"], 1.0)])  # a resumed step: ignored
+    log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
+    log.append(StepKey("r", 0, 0), [event("solver", ["solver/0001"], 1.0)])
+    log.append(StepKey("r", 0, 0), [event("solver", ["solver/0001"], 1.0)])  # a resumed step: ignored
     with log.path.open("a") as f:
         f.write('{"run": "r", "epoch": 0, "step": 1, "ev')
-    assert len(list(log.events())) == 1
-    log.record("r", 0, 1, [event("planner", ["planner/0001"], -1.0)])
-    assert [e.role for e in log.events()] == ["solver", "planner"]
+    assert len(list(log.items())) == 1
+    log.append(StepKey("r", 0, 1), [event("planner", ["planner/0001"], -1.0)])
+    assert [e.role for e in log.items()] == ["solver", "planner"]
 
 
 def test_graph_queries():

@@ -1,0 +1,1 @@
+"""The ``mas`` command."""

@@ -1,0 +1,194 @@
+"""``mas library``, ``mas promote`` and ``mas graph``: the commands that read and change
+library files without running the team."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import networkx as nx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mas import paths
+from mas.errors import UserError
+from mas.library import graph as usage_graph
+from mas.library.budget import Budget
+from mas.library.hierarchy import promote
+from mas.library.inject import role_block
+from mas.library.logs import SideFiles
+from mas.library.promotion import PromotionPolicy
+from mas.library.store import LibraryStore, diff, export_markdown
+from mas.studies.graph_view import render
+from mas.types import Provenance
+
+library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
+graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
+out = Console(soft_wrap=True)
+Which = Annotated[str, typer.Argument(help="A scenario name (libraries/NAME.json) or a library file.")]
+
+
+@library_app.command("show")
+def library_show(
+    which: Which,
+    role: str | None = typer.Option(None, help="Only this library."),
+    version: int | None = typer.Option(None, help="This version instead of the latest (needs --role)."),
+    quarantine: bool = typer.Option(False, "--quarantine", help="The lessons refused by screening, with why."),
+) -> None:
+    """The lessons of each library, with their provenance."""
+    store = _store(which)
+    if quarantine:
+        _print_quarantine(store, role)
+        return
+    if version is not None:
+        if role is None:
+            raise UserError("--version needs --role")
+        heads = {role: store.version(role, version)}
+    else:
+        heads = {name: v for name, v in store.heads().items() if role in (None, name)}
+        if role is not None and not heads:
+            raise UserError(f"{store.path}: unknown library {role!r} (has {', '.join(store.libraries()) or 'none'})")
+    print_lessons(heads, provenance=True)
+
+
+@library_app.command("diff")
+def library_diff(
+    which: Which,
+    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
+    old: Annotated[int, typer.Argument(help="Old version number.")],
+    new: Annotated[int | None, typer.Argument(help="New version number [latest].")] = None,
+) -> None:
+    """What changed in ROLE's library between two versions."""
+    store = _store(which)
+    newer = store.head(role) if new is None else store.version(role, new)
+    for line in diff(store.version(role, old), newer) or ["(no change)"]:
+        out.print(line, highlight=False, markup=False)
+
+
+@library_app.command("export")
+def library_export(
+    which: Which,
+    format: str = typer.Option("markdown", help="markdown, or prompt (the exact block a role's prompt gets)."),
+    role: str | None = typer.Option(None, help="The role, for --format prompt."),
+    task: str | None = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
+) -> None:
+    """Export the latest libraries as Markdown, or one role's prompt block."""
+    store = _store(which)
+    if format == "markdown":
+        print(export_markdown(store.heads()))
+    elif format == "prompt":
+        if role is None:
+            raise UserError("--format prompt needs --role")
+        print(role_block(store.heads(), role, task=task).text)
+    else:
+        raise UserError(f"--format {format!r}: expected markdown or prompt")
+
+
+@library_app.command("rollback")
+def library_rollback(
+    which: Which,
+    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
+    version: Annotated[int, typer.Argument(help="The version to return to.")],
+) -> None:
+    """Make a new version of ROLE's library equal to an earlier one."""
+    store = _store(which)
+    store.version(role, version)  # fails cleanly on an unknown version
+    made = store.rollback(role, version)
+    out.print(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
+
+
+def _print_quarantine(store: LibraryStore, role: str | None) -> None:
+    log = SideFiles(store.path).quarantine
+    rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
+    if not rows:
+        out.print(f"nothing quarantined in {log.path}")
+    for key, item in rows:
+        out.print(f"[{item.library}] {item.text}", markup=False, highlight=False)
+        out.print(
+            f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)",
+            markup=False,
+        )
+
+
+def _store(which: str) -> LibraryStore:
+    """A scenario name or a library file path; the file must exist."""
+    path = _library_path(which)
+    if not path.exists():
+        raise UserError(f"{path}: no such library file")
+    return LibraryStore(path)
+
+
+def _library_path(which: str) -> Path:
+    return Path(which) if which.endswith(".json") else paths.library_file(which)
+
+
+def print_lessons(heads, *, provenance: bool = False) -> None:
+    for name, v in heads.items():
+        out.print(f"[bold]{name}[/bold] v{v.number}: {len(v.lessons)} lessons")
+        for lesson in v.lessons:
+            out.print(f"  [{lesson.id}] {lesson.text}", highlight=False, markup=False)
+        if provenance and v.provenance:
+            p = v.provenance
+            out.print(
+                f"  (run {p.run}, epoch {p.epoch}, step {p.step}, model {p.model}, tasks {', '.join(p.task_ids)})",
+                markup=False,
+            )
+
+
+def promote_command(
+    which: Which,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the candidates and their evidence, change nothing."),
+    min_roles: int = typer.Option(2, min=1, help="Roles a lesson must help (k)."),
+    min_uses: int = typer.Option(5, min=2, help="Uses per role before its evidence counts (n)."),
+) -> None:
+    """Move lessons that help several roles to the global library, and back when they stop helping."""
+    store = _store(which)
+    policy = PromotionPolicy(min_roles=min_roles, min_uses=min_uses)
+    stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
+    moves = promote(store, policy, stamp, budget=Budget(), dry_run=dry_run)
+    if not moves:
+        out.print("no lesson meets the promotion or demotion policy yet")
+        return
+    table = Table("move", "lesson", "ids", "roles", "evidence (uses, mean advantage, lower bound)")
+    for m in moves:
+        evidence = "\n".join(f"{r}: {e.uses}, {e.mean:+.2f}, {e.lcb:+.2f}" for r, e in m.evidence.items())
+        table.add_row(m.kind, m.text, ", ".join(m.lessons), ", ".join(m.roles) or "-", evidence)
+    out.print(table)
+    out.print("dry run: nothing changed" if dry_run else f"applied to {store.path}")
+
+
+@graph_app.command("export")
+def graph_export(
+    which: Which,
+    format: str = typer.Option("html", help="graphml (Gephi, yEd) or html (a self-contained page)."),
+    output: Path | None = typer.Option(None, help="Where to write [next to the library file]."),
+) -> None:
+    """Write the usage graph: roles, lessons, evidence edges, and the promotions."""
+    if format not in ("graphml", "html"):
+        raise UserError(f"--format {format!r}: expected graphml or html")
+    store = _store(which)
+    heads = store.heads()
+    side = SideFiles(store.path)
+    graph = usage_graph.build(side.usage.items(), heads)
+    for name in store.libraries():  # lessons merged or retired since keep their last text
+        for version in store.versions(name):
+            for lesson in version.lessons:
+                node = graph.nodes.get(f"lesson:{lesson.id}")
+                if node is not None and "text" not in node:
+                    node.update(text=lesson.text, library=name, gone=True)
+    target = output or side.graph(format)
+    if format == "graphml":
+        nx.write_graphml(graph, target)
+    else:
+        target.write_text(render(graph, list(side.promotions.steps()), title=f"Usage graph of {store.path.name}"))
+    out.print(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
+
+
+@library_app.command("recover")
+def library_recover(which: Which) -> None:
+    """Restore a corrupt library file from its backup (the last good version, <file>.bak)."""
+    store = LibraryStore(_library_path(which))
+    count = store.recover()
+    out.print(f"{store.path}: restored {count} versions from {store.backup}")

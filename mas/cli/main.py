@@ -1,0 +1,399 @@
+"""The ``mas`` command: a thin layer over the Python API.
+
+Bad input (a file, a line, a field, an option) ends with a one-line message on stderr and exit
+code 2, before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from typer.exceptions import TyperException
+
+from mas import paths
+from mas.cli.library import graph_app, library_app, print_lessons, promote_command
+from mas.cli.options import field_type, option, settings
+from mas.config import EvalConfig, TrainConfig
+from mas.cost import price_for, stage_costs
+from mas.errors import UserError
+from mas.library.budget import Budget
+from mas.library.promotion import PromotionPolicy
+from mas.library.store import LibraryStore
+from mas.models.clients import open_client
+from mas.scenario import load_scenario
+from mas.studies.ablate import VARIANTS, ablate
+from mas.studies.evaluate import EvalResult, evaluate
+from mas.studies.evaluate import compare as compare_results
+from mas.studies.report import write_report
+from mas.studies.transfer import transfer
+from mas.train import train
+from mas.types import StepReport
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+    help="Train per-role lesson libraries for a team of agents.",
+)  # fmt: skip
+out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+
+ScenarioArg = Annotated[
+    str, typer.Argument(help="A scenario (maths, multihop, a folder) or a .jsonl file.", show_default=False)
+]
+Model = Annotated[str, typer.Option("--model", help="local (embedded SmolLM2-135M), openai:MODEL, or fake.")]
+BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (or MAS_BASE_URL).")]
+ApiKey = Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY).", show_default=False)]
+LibraryOpt = Annotated[
+    Path | None, typer.Option("--library", help="Library file.", show_default="libraries/SCENARIO.json")
+]
+Inject = field_type(Budget, "inject")
+Cadence = field_type(PromotionPolicy, "cadence")
+Prices = Annotated[Path | None, typer.Option(help="Price table (TOML).", show_default="the shipped examples")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"mas {version('mas')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Train per-role lesson libraries for a team of agents."""
+
+
+@app.command("train")
+def train_command(
+    scenario: ScenarioArg,
+    model: Model = "local",
+    epochs: int = option(TrainConfig, "epochs"),
+    batch_size: int = option(TrainConfig, "batch_size"),
+    group_size: int = option(TrainConfig, "group_size"),
+    tasks: int | None = option(TrainConfig, "tasks"),
+    ground_truth: bool = option(TrainConfig, "ground_truth", "--ground-truth/--no-ground-truth"),
+    temperature: float = option(TrainConfig, "temperature"),
+    max_tokens: int = option(TrainConfig, "max_tokens"),
+    max_lessons: int = option(TrainConfig, "max_lessons"),
+    shuffle: bool = option(TrainConfig, "shuffle", "--shuffle/--no-shuffle"),
+    rollout_timeout: float = option(TrainConfig, "rollout_timeout"),
+    concurrency: int = option(TrainConfig, "concurrency"),
+    call_timeout: float = option(TrainConfig, "call_timeout"),
+    retries: int = option(TrainConfig, "retries"),
+    budget_usd: float | None = option(TrainConfig, "budget_usd"),
+    prices: Prices = None,
+    inject: Inject = option(Budget, "inject"),
+    promote_every: Cadence = option(PromotionPolicy, "cadence", "--promote-every"),
+    seed: int = option(TrainConfig, "seed"),
+    library: LibraryOpt = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Option(help="Run directory; an existing one is resumed.", show_default="runs/SCENARIO-TIME"),
+    ] = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Train the role libraries of SCENARIO with Training-Free GRPO."""
+    spec = load_scenario(scenario)
+    config = settings(
+        TrainConfig, {"budget": "--inject", "promotion": "--promote-every"},
+        tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
+        max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
+        concurrency=concurrency, seed=seed, ground_truth=ground_truth, budget_usd=budget_usd,
+        call_timeout=call_timeout, retries=retries,
+        budget=Budget(inject=inject), promotion=PromotionPolicy(cadence=promote_every),
+    )  # fmt: skip
+    price = price_for(model, prices)
+    store = LibraryStore(library or paths.library_file(spec.name))
+    store.heads()  # a corrupt library file stops us here, before anything is written
+    run_dir = run_dir or paths.new_run_dir(spec.name)
+    steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
+
+    async def main():
+        async with open_client(
+            model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries
+        ) as client:
+            with _progress() as bar:
+                job = bar.add_task("training", total=steps)
+
+                def on_step(report: StepReport) -> None:
+                    bar.advance(job)
+                    bar.console.print(_step_line(report))
+
+                return await train(
+                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=model, price=price,
+                    on_step=on_step,
+                )  # fmt: skip
+
+    result = _run(main())
+    cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {model!r}; see --prices)"
+    out.print(f"run {result.run}: {len(result.steps)} steps, cost {cost}, journal in {run_dir}")
+    if result.stopped:
+        out.print(f"stopped early: {result.stopped}")
+    if not any(v.lessons for v in result.heads.values()):
+        out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
+    print_lessons(result.heads)
+
+
+@app.command("eval")
+def eval_command(
+    scenario: ScenarioArg,
+    model: Model = "local",
+    k: int = option(EvalConfig, "k"),
+    tasks: int | None = option(EvalConfig, "tasks", help="Evaluate on the first N held-out tasks."),
+    library: LibraryOpt = None,
+    compare: Path | None = typer.Option(
+        None, help="A second library file, evaluated on the same tasks and seeds (A/B)."
+    ),
+    no_library: bool = typer.Option(False, "--no-library", help="Only the baseline, no library."),
+    prices: Prices = None,
+    temperature: float = option(EvalConfig, "temperature"),
+    max_tokens: int = option(EvalConfig, "max_tokens"),
+    concurrency: int = option(EvalConfig, "concurrency"),
+    call_timeout: float = option(EvalConfig, "call_timeout"),
+    retries: int = option(EvalConfig, "retries"),
+    seed: int = option(EvalConfig, "seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Mean@k and Pass@k without and with libraries, on the same tasks and seeds."""
+    spec = load_scenario(scenario)
+    config = settings(
+        EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
+        call_timeout=call_timeout, retries=retries,
+    )  # fmt: skip
+    price = price_for(model, prices)
+    runs: list[tuple[str, dict | None]] = [("none", None)]
+    if not no_library:
+        path = library or paths.library_file(spec.name)
+        if library and not path.exists():
+            raise UserError(f"{path}: no such library file")
+        runs.append((str(path), LibraryStore(path).heads()))
+    if compare is not None:
+        if not compare.exists():
+            raise UserError(f"{compare}: no such library file")
+        runs.append((str(compare), LibraryStore(compare).heads()))
+
+    async def main():
+        async with open_client(
+            model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries
+        ) as client:
+            results = []
+            for label, heads in runs:
+                with _progress() as bar:
+                    job = bar.add_task(f"eval ({Path(label).name})", total=len(spec.held_out[: config.tasks]))
+                    done = await evaluate(
+                        spec, client=client, heads=heads, config=config, on_task=lambda s, job=job: bar.advance(job)
+                    )
+                    results.append(done)
+            return results
+
+    results: list[EvalResult] = _run(main())
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
+        return
+    table = Table("", *(Path(label).name for label, _ in runs))
+    table.add_row("injected", *(r.library for r in results))
+    table.add_row(f"Mean@{k}", *(str(r.mean_at_k) for r in results))
+    table.add_row(f"Pass@{k}", *(str(r.pass_at_k) for r in results))
+    table.add_row("vs none (paired)", "", *(str(compare_results(r, results[0], seed=seed)) for r in results[1:]))
+    for role in spec.role_names:
+        table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
+    for role in spec.role_names:
+        table.add_row(f"tokens, {role}", *(r.tokens[role].format(".0f") for r in results))
+    if price.known:
+        table.add_row("cost $", *(f"{sum(stage_costs(r.calls, price).values()):.4f}" for r in results))
+    out.print(table)
+    out.print(f"{len(results[0].tasks)} held-out tasks, k={k}; per rollout; [95% bootstrap interval over tasks]")
+
+
+@app.command("transfer")
+def transfer_command(
+    scenario: ScenarioArg,
+    model: Model = "local",
+    k: int = option(EvalConfig, "k"),
+    tasks: int | None = option(EvalConfig, "tasks", help="The first N held-out tasks."),
+    library: LibraryOpt = None,
+    concurrency: int = option(EvalConfig, "concurrency"),
+    seed: int = option(EvalConfig, "seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons."""
+    spec = load_scenario(scenario)
+    path = library or paths.library_file(spec.name)
+    if not path.exists():
+        raise UserError(f"{path}: no such library file")
+    heads = LibraryStore(path).heads()
+    config = settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed)
+
+    async def main():
+        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+            return await transfer(
+                spec, client=client, heads=heads, config=config, on_run=lambda label: err.print(f"eval: {label}")
+            )
+
+    result = _run(main())
+    if as_json:
+        print(result.model_dump_json(indent=1))
+        return
+    roles = spec.role_names
+    table = Table(
+        "lessons of \\ into",
+        *roles,
+        title=f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI",
+    )
+    for a in roles:
+        cells = {c.target: c for c in result.cells if c.source == a}
+        table.add_row(a, *(f"{cells[b].delta:+.2f} [{cells[b].low:+.2f},{cells[b].high:+.2f}]" for b in roles))
+    out.print(table)
+
+
+@app.command("ablate")
+def ablate_command(
+    scenario: ScenarioArg,
+    model: Model = "local",
+    variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(VARIANTS)}."),
+    tasks: int = typer.Option(8, min=1, help="Training tasks."),
+    test_tasks: int = typer.Option(20, min=1, help="Held-out tasks."),
+    epochs: int = option(TrainConfig, "epochs"),
+    group_size: int = option(TrainConfig, "group_size", help="G for the variants that compare within groups."),
+    k: int = option(EvalConfig, "k"),
+    concurrency: int = option(TrainConfig, "concurrency"),
+    seed: int = option(TrainConfig, "seed"),
+    folder: Path | None = typer.Option(
+        None, help="Where the variants' runs go; an existing one is resumed.", show_default="runs/ablate-SCENARIO-TIME"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    prices: Prices = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """The paper's ablations and ours, trained and evaluated alike, in one table."""
+    spec = load_scenario(scenario)
+    chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        raise UserError(f"--variants: unknown {', '.join(map(repr, unknown))} (known: {', '.join(VARIANTS)})")
+    if "no library" not in chosen:
+        chosen.insert(0, "no library")
+    train_config = settings(
+        TrainConfig, tasks=tasks, epochs=epochs, group_size=group_size, concurrency=concurrency, seed=seed
+    )
+    eval_config = settings(EvalConfig, tasks=test_tasks, k=k, concurrency=concurrency, seed=seed)
+    price = price_for(model, prices)
+    folder = folder or paths.new_run_dir(f"ablate-{spec.name}")
+
+    async def main():
+        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+            return await ablate(
+                spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config, variants=chosen,
+                model_name=model, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
+            )  # fmt: skip
+
+    rows = _run(main())
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
+        return
+    table = Table(
+        "variant",
+        f"Mean@{k}",
+        "vs no library (paired)",
+        "lessons",
+        "cost $",
+        title=f"{spec.name}: {tasks} training tasks, {test_tasks} held-out",
+    )
+    for r in rows:
+        table.add_row(
+            r.variant,
+            str(r.mean_at_k),
+            "" if r.variant == "no library" else str(r.delta),
+            str(r.lessons),
+            f"{r.cost_usd:.4f}",
+        )
+    out.print(table)
+    out.print(f"runs in {folder}")
+
+
+@app.command("report")
+def report_command(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories (runs/...).")],
+    output: Path | None = typer.Option(None, help="Folder for report.md and the PNG plots.", show_default="report"),
+) -> None:
+    """Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."""
+    path = write_report(run_dirs, output or paths.report_dir())
+    out.print(f"wrote {path}")
+
+
+app.command("promote")(promote_command)
+app.add_typer(library_app, name="library")
+app.add_typer(graph_app, name="graph")
+
+
+def _step_line(r: StepReport) -> str:
+    applied = ", ".join(f"{k} {v} edits" for k, v in r.applied.items()) or "no edits"
+    refused = sum(len(v) for v in r.rejected.values())
+    applied += f" ({refused} refused)" if refused else ""
+    applied += "".join(
+        f", {n} {what}"
+        for n, what in ((sum(r.retired.values()), "retired"), (r.promoted, "promoted"), (r.demoted, "demoted"))
+        if n
+    )
+    calls = sum(c.calls for c in r.calls.values())
+    failures = sum(c.failures for c in r.calls.values())
+    if r.endpoint and r.endpoint.retries:
+        failures_text = f", {r.endpoint.retries} retries after endpoint faults"
+    else:
+        failures_text = ""
+    return (
+        f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
+        f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
+    )
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    )
+
+
+def _run(coroutine):
+    """Run the coroutine; SIGTERM unwinds like Ctrl-C so the embedded server is stopped."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    # autogen logs every failed agent turn with a traceback; mas counts them in its reports.
+    logging.getLogger("autogen_core").setLevel(logging.CRITICAL)
+    return asyncio.run(coroutine)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False)
+        sys.exit(130)
+    except TyperException as exc:  # a bad option or argument: the message names it; exit 2
+        err.print(f"error: {exc.format_message()}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)

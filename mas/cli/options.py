@@ -1,0 +1,54 @@
+"""Command-line options derived from the settings models, so defaults, bounds, choices and help
+are declared once (in ``mas.config`` and the models it holds) and the CLI cannot drift from them.
+
+    epochs: int = option(TrainConfig, "epochs")
+
+gives ``--epochs`` with the field's default, its bounds (``ge``/``le``; strict bounds are left
+to the model's own validation, see ``settings``) and the first sentence of its docstring as
+help. A ``Literal`` field's choices are listed when the parameter is annotated with
+``field_type(model, name)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from pydantic import BaseModel, ValidationError
+
+from mas.errors import UserError
+
+
+def option(model: type[BaseModel], name: str, *flags: str, help: str | None = None, **extra: Any) -> Any:
+    """A ``typer.Option`` for ``model``'s field ``name``."""
+    field = model.model_fields[name]
+    bounds: dict[str, Any] = {}
+    for constraint in field.metadata:
+        if getattr(constraint, "ge", None) is not None:
+            bounds["min"] = constraint.ge
+        if getattr(constraint, "le", None) is not None:
+            bounds["max"] = constraint.le
+    return typer.Option(field.default, *flags, help=help or _first_sentence(field.description), **bounds, **extra)
+
+
+def field_type(model: type[BaseModel], name: str) -> Any:
+    """The type of ``model``'s field ``name``, to annotate a parameter with (typer lists a
+    ``Literal``'s choices)."""
+    return model.model_fields[name].annotation
+
+
+def settings(model: type[BaseModel], flags: dict[str, str] | None = None, **values: Any) -> Any:
+    """``model(**values)``; a value out of bounds is a ``UserError`` naming its option."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        flag = (flags or {}).get(field, "--" + field.replace("_", "-"))
+        raise UserError(f"{flag}: {first['msg']}") from None
+
+
+def _first_sentence(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]

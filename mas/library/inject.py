@@ -1,0 +1,125 @@
+"""Which lessons go into a role's prompt, within budget, and the exact text they make.
+
+A role's prompt gets the whole global library (it is kept within its own cap), then the role's
+private lessons most relevant to the task (BM25 over the lesson texts) until ``inject_tokens``
+is spent; ``inject="all"`` takes the private lessons in id order instead. Training and
+inference both build the block here, so a library is used the way it was trained.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+import bm25s
+import numpy as np
+
+from mas.library.budget import Budget, tokens
+from mas.types import GLOBAL, Lesson, Version
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
+
+
+def select(version: Version | None, *, limit: int, query: str | None = None) -> list[Lesson]:
+    """Lessons of ``version`` within ``limit`` tokens: most relevant to ``query`` first (id
+    order without one), returned in id order so the prompt text stays stable."""
+    if not version or not version.lessons:
+        return []
+    prepared = _prepare(version)
+    order: Iterable[int] = range(len(prepared.ordered))
+    if query:
+        scores = _scores(version.library, version.number, prepared.texts, query)
+        order = np.argsort(-scores, kind="stable").tolist()  # score descending, ties in id order
+    chosen, spent, costs, least = [], 0, prepared.costs, prepared.least
+    for i in order:
+        if limit - spent < least:
+            break  # no lesson left can fit
+        if spent + costs[i] <= limit:
+            chosen.append(i)
+            spent += costs[i]
+    return [prepared.ordered[i] for i in sorted(chosen)]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What ``select`` needs of one version, computed once: lessons in id order, their token
+    costs, the cheapest cost, and the texts (the BM25 index key)."""
+
+    lessons: list[Lesson]
+    """The version's own list, to check the cache entry belongs to it."""
+    ordered: list[Lesson]
+    costs: list[int]
+    least: int
+    texts: tuple[str, ...]
+
+
+_PREPARED: OrderedDict[int, _Prepared] = OrderedDict()
+
+
+def _prepare(version: Version) -> _Prepared:
+    """Cached per version (versions are values: their lesson lists are never changed in place);
+    the entry holds the list itself, so its id cannot be reused while the entry lives."""
+    key = id(version.lessons)
+    hit = _PREPARED.get(key)
+    if hit is not None and hit.lessons is version.lessons and len(hit.ordered) == len(version.lessons):
+        _PREPARED.move_to_end(key)
+        return hit
+    ordered = sorted(version.lessons, key=lambda l: l.id)
+    costs = [tokens(l.text) for l in ordered]
+    hit = _Prepared(version.lessons, ordered, costs, min(costs), tuple(l.text for l in ordered))
+    _PREPARED[key] = hit
+    while len(_PREPARED) > 64:
+        _PREPARED.popitem(last=False)
+    return hit
+
+
+def _scores(library: str, number: int, texts: tuple[str, ...], query: str) -> np.ndarray:
+    retriever = _index(library, number, texts)
+    query_tokens = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+    if not query_tokens:
+        return np.zeros(len(texts))
+    return np.asarray(retriever.get_scores(query_tokens), dtype=float)
+
+
+@lru_cache(maxsize=64)
+def _index(library: str, number: int, texts: tuple[str, ...]) -> bm25s.BM25:
+    """One BM25 index per library version, reused by every rollout of a step."""
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(list(texts), stopwords="en", show_progress=False), show_progress=False)
+    return retriever
+
+
+class Block(NamedTuple):
+    """The lesson block of one prompt: its text, and the ids of the lessons in it (recorded
+    on the role's trace, so nothing ever reads them back out of the text)."""
+
+    text: str
+    shown: list[str]
+
+
+def render_block(shared: list[Lesson], own: list[Lesson]) -> Block:
+    """The exact text placed in a role's system message: global lessons, then the role's own,
+    each in id order, so the prefix is identical across calls and provider prompt caching can
+    reuse it; training and inference both build it here."""
+    sections, shown = [], []
+    for title, lessons in (("Shared lessons", shared), ("Your lessons", own)):
+        if lessons:
+            ordered = sorted(lessons, key=lambda lesson: lesson.id)
+            shown += [lesson.id for lesson in ordered]
+            sections.append(f"{title}:\n" + "\n".join(f"[{lesson.id}] {lesson.text}" for lesson in ordered))
+    if not sections:
+        return Block("", [])
+    return Block("Lessons learned from earlier tasks (cite the ids you apply):\n" + "\n\n".join(sections), shown)
+
+
+def role_block(heads: dict[str, Version], role: str, *, task: str | None = None, budget: Budget = Budget()) -> Block:
+    """The lesson block of ``role``'s prompt for ``task``, within ``budget``: the whole global
+    library (up to its cap), then the private lessons most relevant to the task."""
+    shared = select(heads.get(GLOBAL), limit=budget.global_tokens) if budget.inject_global else []
+    query = task if budget.inject == "relevant" else None
+    limit = budget.inject_tokens if budget.inject == "relevant" else budget.private_tokens
+    return render_block(shared, select(heads.get(role), limit=limit, query=query))

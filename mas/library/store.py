@@ -1,0 +1,333 @@
+"""The one storage seam for experience libraries: every version of every library, on disk.
+
+A library file (``libraries/maths.json``) holds all versions of all libraries of one
+scenario, one tinydb document per ``Version``, append-only so every lesson's history is
+reviewable in git. Writes are atomic and serialised by a lock file, so a killed training
+run or two concurrent ``mas`` processes never leave a broken file. Only this module
+imports tinydb.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import filelock
+import orjson
+from pydantic import ValidationError
+from tinydb import TinyDB
+from tinydb.storages import Storage
+
+from mas.errors import UserError
+from mas.library.logs import SideFiles
+from mas.types import GLOBAL, SCHEMA_VERSION, Version
+
+TABLE = "versions"
+
+
+class CorruptLibrary(UserError):
+    """A library file that does not parse or validate; ``recover()`` may restore it."""
+
+
+def _dumps(data: Any) -> str:
+    """Pretty, sorted JSON so a library file diffs well in review (orjson: the standard
+    encoder falls back to pure Python as soon as it indents)."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename itself durable; some platforms cannot open a directory."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write via a synced temp file and a rename: a crash leaves the old or new file."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _corrupt(path: Path, reason: str) -> CorruptLibrary:
+    reason = " ".join(reason.split())
+    hint = f"restore it from git or a backup ({path}.bak)"
+    return CorruptLibrary(f"{path}: not a valid library file ({reason}); {hint}")
+
+
+def _parse(path: Path, text: str) -> dict:
+    """Parse a library file's text, checking the shape tinydb relies on."""
+    if not text.strip():
+        raise _corrupt(path, "empty file")
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise _corrupt(path, str(e)) from None
+    ok = isinstance(data, dict) and all(
+        isinstance(table, dict) and all(str(k).isdigit() and isinstance(d, dict) for k, d in table.items())
+        for table in data.values()
+    )
+    if not ok:
+        raise _corrupt(path, "expected an object of tables of numbered documents")
+    return data
+
+
+def _validate(path: Path, docs: list[dict]) -> list[Version]:
+    """Documents to versions: a bad or duplicated document means the file is corrupt."""
+    out: list[Version] = []
+    for i, doc in enumerate(docs, 1):
+        schema = doc.get("schema_version")
+        if isinstance(schema, int) and schema > SCHEMA_VERSION:
+            raise UserError(f"{path}: written by a newer mas (schema {schema}); upgrade mas")
+        try:
+            out.append(Version.model_validate(dict(doc)))
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise _corrupt(path, f"document {i}: {loc}: {first['msg']}") from None
+    keys = [(v.library, v.number) for v in out]
+    if len(set(keys)) != len(keys):
+        raise _corrupt(path, "duplicate library version")
+    return sorted(out, key=lambda v: (v.library, v.number))
+
+
+class AtomicJSONStorage(Storage):
+    """tinydb JSON storage that never half-writes, and backs up the previous content.
+
+    A missing file reads as empty and is not created until the first write; an empty
+    file is corrupt (mas never writes one), so history is never silently started over.
+    Every write also goes to ``<file>.bak``: writes are atomic, so the library file can only
+    be damaged from outside (an editor, a bad merge, a disk), and the backup then holds the
+    last good state, the latest commit included.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.written: str | None = None
+        """The text of the last write, so the store can keep what it wrote as its cache."""
+
+    def read(self) -> dict | None:
+        text = _read_text(self.path)
+        return None if text is None else _parse(self.path, text)
+
+    def write(self, data: dict) -> None:
+        text = _dumps(data)
+        _atomic_write(self.path, text)
+        _atomic_write(SideFiles(self.path).backup, text)
+        self.written = text
+
+
+def _read_text(path: Path) -> str | None:
+    """A library file's text; None when it is missing."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as e:
+        raise _corrupt(path, f"not UTF-8: {e.reason}") from None
+
+
+class LibraryStore:
+    """All versions of all libraries of one scenario, in one library file."""
+
+    def __init__(self, path: str | Path, lock_timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        side = SideFiles(self.path)
+        self.backup = side.backup
+        self._lock = filelock.FileLock(side.lock, timeout=lock_timeout)
+        self._cache: tuple[str, list[Version]] | None = None
+        """The file text last read or written, and its versions, validated: a read finding the
+        very same text reuses them instead of parsing and validating the whole history again."""
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _open(self) -> TinyDB:
+        return TinyDB(storage=AtomicJSONStorage, path=self.path)
+
+    def _load(self) -> list[Version]:
+        """Every version, validated, ordered by library then number."""
+        text = _read_text(self.path)
+        if text is None:
+            return []
+        if self._cache is not None and self._cache[0] == text:
+            return list(self._cache[1])
+        data = _parse(self.path, text)
+        loaded = _validate(self.path, list(data.get(TABLE, {}).values()))
+        self._cache = (text, loaded)
+        return list(loaded)
+
+    def libraries(self) -> list[str]:
+        return _ordered({v.library for v in self._load()})
+
+    def versions(self, library: str) -> list[Version]:
+        return [v for v in self._load() if v.library == library]
+
+    def head(self, library: str) -> Version:
+        """The latest version, or the implicit empty version 0 of a new library."""
+        return _head(self._load(), library)
+
+    def heads(self) -> dict[str, Version]:
+        loaded = self._load()
+        return {name: _head(loaded, name) for name in _ordered({v.library for v in loaded})}
+
+    def version(self, library: str, number: int) -> Version:
+        """One version; number 0 is the implicit empty version every library starts at."""
+        return self._find(self._load(), library, number)
+
+    def _find(self, loaded: list[Version], library: str, number: int) -> Version:
+        if number == 0:
+            return Version.empty(library)
+        for v in loaded:
+            if v.library == library and v.number == number:
+                return v
+        raise UserError(f"{self.path}: library {library!r} has no version {number}")
+
+    def has_provenance(self, run: str, epoch: int, step: int, stage: str = "edit") -> bool:
+        """Whether a training step (or its promotion or budget pass) was already applied, so
+        a resumed run skips it."""
+        return any(
+            v.provenance is not None
+            and (v.provenance.run, v.provenance.epoch, v.provenance.step, v.provenance.stage)
+            == (run, epoch, step, stage)
+            for v in self._load()
+        )
+
+    # -- writing -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the lock file for a read-modify-write; sweep temp files of killed writers."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except filelock.Timeout:
+            raise UserError(f"{self.path}: locked by another mas process") from None
+        try:
+            for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+            yield
+        finally:
+            self._lock.release()
+
+    def commit(self, versions: list[Version]) -> None:
+        """Append new versions of different libraries in one atomic write."""
+        if not versions:
+            return
+        with self._locked():
+            self._commit(versions)
+
+    def _commit(self, versions: list[Version]) -> None:
+        names = [v.library for v in versions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"one commit holds two versions of a library: {names}")
+        loaded = self._load()
+        for v in versions:
+            expected = _head(loaded, v.library).number + 1
+            if v.number != expected:
+                raise ValueError(f"{v.library}: next version is {expected}, not {v.number}")
+        with self._open() as db:
+            db.table(TABLE).insert_multiple(v.model_dump(mode="json") for v in versions)
+            written = db.storage.written
+        if written is not None:  # the new versions are validated models already
+            self._cache = (written, sorted(loaded + versions, key=lambda v: (v.library, v.number)))
+
+    def rollback(self, library: str, number: int) -> Version:
+        """Commit a new version with the lessons of an old one; ids stay never reused."""
+        with self._locked():
+            loaded = self._load()
+            old = self._find(loaded, library, number)
+            head = _head(loaded, library)
+            new_number, next_id = head.number + 1, head.next_id
+            new = Version(library=library, number=new_number, lessons=old.lessons, next_id=next_id)
+            self._commit([new])
+        return new
+
+    def recover(self) -> int:
+        """Restore a corrupt library file from ``<file>.bak``; returns the versions restored."""
+        with contextlib.suppress(CorruptLibrary):  # checked before the lock: no lock file for nothing
+            self._load()
+            raise UserError(f"{self.path}: not corrupt, nothing to recover")
+        with self._locked():
+            with contextlib.suppress(CorruptLibrary):
+                self._load()
+                raise UserError(f"{self.path}: not corrupt, nothing to recover")
+            if not self.backup.exists():
+                raise UserError(f"{self.path}: corrupt and no backup at {self.backup}")
+            try:
+                text = self.backup.read_text(encoding="utf-8")
+                data = _parse(self.backup, text)
+                restored = _validate(self.backup, list(data.get(TABLE, {}).values()))
+            except (CorruptLibrary, UnicodeDecodeError):
+                raise UserError(f"{self.path}: corrupt, and so is {self.backup}") from None
+            _atomic_write(self.path, text)
+        return len(restored)
+
+
+def _ordered(names: Iterable[str]) -> list[str]:
+    """Library names sorted, with the shared library first as it is in every prompt."""
+    return sorted(names, key=lambda n: (n != GLOBAL, n))
+
+
+def _head(loaded: list[Version], library: str) -> Version:
+    numbered = [v for v in loaded if v.library == library]
+    return max(numbered, key=lambda v: v.number) if numbered else Version.empty(library)
+
+
+# -- pure helpers over versions --------------------------------------------------------------
+
+
+def diff(old: Version, new: Version) -> list[str]:
+    """Lesson-level changes from old to new, in id order, for review and logs."""
+    before = {lesson.id: lesson.text for lesson in old.lessons}
+    after = {lesson.id: lesson.text for lesson in new.lessons}
+    lines = []
+    for lid in sorted(before.keys() | after.keys()):
+        if lid not in after:
+            lines.append(f"- {lid}: {before[lid]}")
+        elif lid not in before:
+            lines.append(f"+ {lid}: {after[lid]}")
+        elif before[lid] != after[lid]:
+            lines.append(f"~ {lid}: {before[lid]} -> {after[lid]}")
+    return lines
+
+
+def export_markdown(heads: dict[str, Version]) -> str:
+    """The current libraries as a Markdown document a person can read or paste anywhere."""
+    parts = ["# Experience libraries", ""]
+    for name in _ordered(heads):
+        head = heads[name]
+        parts += [f"## {name}", ""]
+        parts += [f"- **{x.id}** {' '.join(x.text.split())}" for x in head.lessons]
+        if not head.lessons:
+            parts.append("_(no lessons)_")
+        parts += ["", f"_{_describe(head)}_", ""]
+    return "\n".join(parts)
+
+
+def _describe(version: Version) -> str:
+    text = f"version {version.number}"
+    p = version.provenance
+    if p is not None:
+        text += f", run {p.run}, epoch {p.epoch}, step {p.step}"
+        text += f", model {p.model}" if p.model else ""
+    return text

@@ -1,0 +1,102 @@
+"""The one seam to the model: build an autogen ``ChatCompletionClient`` from a short spec.
+
+Specs:
+  ``local``          the embedded SmolLM2-135M, served by llama.cpp on 127.0.0.1 (default)
+  ``openai:MODEL``   any OpenAI-compatible endpoint; base URL and key from options or from
+                     ``MAS_BASE_URL`` / ``OPENAI_API_KEY`` (OpenAI, DeepSeek, vLLM, Ollama)
+  ``fake``           the deterministic client in ``mas.models.fake`` (``fake:0.05``: 50 ms per call)
+
+HTTP clients are wrapped in ``Adapted`` (``endpoint.py``): JSON mode for structured replies,
+deadlines, retries of transient faults. Only this package knows about openai or llama.cpp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+
+from autogen_core.models import ChatCompletionClient, ModelInfo
+
+from mas.errors import UserError
+from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
+from mas.models.fake import FakeClient
+from mas.models.faults import check_completion
+from mas.models.wrappers import Limited
+
+OPEN_MODEL_INFO = ModelInfo(
+    vision=False, function_calling=True, json_output=True, structured_output=False, family="unknown"
+)
+
+
+@contextlib.asynccontextmanager
+async def open_client(
+    spec: str = "local",
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    threads: int | None = None,
+    call_timeout: float | None = None,
+    retries: int | None = None,
+) -> AsyncIterator[ChatCompletionClient]:
+    """Yield a ready client for ``spec``; anything it started is stopped on the way out.
+
+    ``call_timeout`` (seconds per attempt, default ``CALL_TIMEOUT``) and ``retries`` (after a
+    transient fault, default ``RETRIES``) apply to the HTTP specs; the fake ignores them."""
+    limits = {
+        "call_timeout": CALL_TIMEOUT if call_timeout is None else call_timeout,
+        "retries": RETRIES if retries is None else retries,
+    }
+    if spec == "fake" or spec.startswith("fake:"):
+        yield FakeClient(latency=_seconds(spec.partition(":")[2] or "0", spec))
+        return
+    if spec == "local":
+        from mas.models.server import embedded_server
+
+        with embedded_server(threads=threads) as url:
+            # The server answers one request at a time: queue here, so that a call's deadline
+            # counts the server's own time and not the wait behind other calls.
+            client = Limited(_openai("smollm2-135m", url, "not-needed", embedded=True, **limits), 1)
+            try:
+                yield client
+            finally:
+                await client.close()
+        return
+    if spec.startswith("openai:") and spec[len("openai:") :]:
+        url = base_url or os.environ.get("MAS_BASE_URL")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            raise UserError("--model openai:...: no API key (set OPENAI_API_KEY or pass --api-key)")
+        client = _openai(spec[len("openai:") :], url, key, embedded=False, **limits)
+        try:
+            yield client
+        finally:
+            await client.close()
+        return
+    raise UserError(f"--model {spec!r}: expected 'local', 'fake' or 'openai:MODEL'")
+
+
+def _seconds(text: str, spec: str) -> float:
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        raise UserError(f"--model {spec!r}: expected fake:SECONDS, the fake's latency per call") from None
+
+
+def _openai(model: str, url: str | None, key: str, *, embedded: bool, call_timeout: float, retries: int) -> Adapted:
+    import openai
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    if call_timeout <= 0 or retries < 0:
+        raise UserError(f"call timeout must be > 0 and retries >= 0 (got {call_timeout:g} s, {retries})")
+    # max_retries=0: Adapted retries, so that it sees and counts every fault. The response hook
+    # refuses a 200 whose body is not a completion before autogen indexes into it.
+    http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [check_completion]})
+    inner = OpenAIChatCompletionClient(
+        model=model, base_url=url, api_key=key, model_info=OPEN_MODEL_INFO, max_retries=0, timeout=call_timeout,
+        http_client=http,
+    )  # fmt: skip
+    return Adapted(
+        inner, schema_in_format=embedded, text_tools=embedded, name=model,
+        call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX, secrets=(key,),
+    )  # fmt: skip

@@ -1,0 +1,245 @@
+"""``Adapted``: an OpenAI-compatible client made to fit its server and to survive its faults.
+
+Structured replies are asked for as ``json_output=<pydantic model>`` everywhere in mas.
+``Adapted`` turns that into what each server accepts: JSON mode (the schema is also in the
+prompt), plus the schema itself for llama.cpp, which then constrains decoding to it.
+
+Every call has a deadline (``call_timeout``); what is transient (``faults.py``) is retried with
+exponential backoff and jitter, at most ``retries`` times; then ``EndpointError``, which the
+stages count and skip. The openai library's own retries are off, so that every fault is seen
+and counted here (``Adapted.counts``). Well-formed replies with bad content (invalid JSON, a
+schema violation) are not retried: ``ask`` turns them into a ``ModelReplyError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from autogen_core import CancellationToken
+from autogen_core.models import ChatCompletionClient, CreateResult, FunctionExecutionResultMessage, LLMMessage
+from autogen_core.tools import Tool, ToolSchema
+from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from mas.errors import EndpointError
+from mas.models import texttools
+from mas.models.faults import BadBody, Transient, retry_after
+from mas.models.wrappers import Delegating
+from mas.types import EndpointCounts
+
+CALL_TIMEOUT = 120.0
+"""Default seconds one attempt of one model call may take (``TrainConfig.call_timeout``)."""
+RETRIES = 4
+"""Default retries after a transient fault, so at most 5 attempts per call."""
+BACKOFF = 0.5
+"""Seconds before the first retry (doubled each time, with jitter) unless ``Retry-After`` says."""
+BACKOFF_MAX = 8.0
+MAX_RETRY_AFTER = 120.0
+"""A ``Retry-After`` longer than this is not waited for: the call fails at once."""
+
+
+class Adapted(Delegating):
+    """Wraps an OpenAI-compatible client for what its server accepts, and makes its calls
+    robust.
+
+    ``schema_in_format``: send ``{"type": "json_object", "schema": ...}`` (llama.cpp constrains
+    decoding with it). ``text_tools``: the server has no native tool calls, so tools are
+    described in the system message, calls are parsed from the reply text, and tool
+    history is replayed as text.
+
+    Each attempt has ``call_timeout`` seconds; transient faults are retried up to ``retries``
+    times (backoff from ``backoff`` seconds, doubled, capped at ``backoff_max``, with jitter;
+    a ``Retry-After`` header is honoured instead). ``counts`` keeps what happened.
+    ``secrets`` (the API key) are cut out of every error message.
+    """
+
+    def __init__(
+        self,
+        inner: ChatCompletionClient,
+        *,
+        schema_in_format: bool,
+        text_tools: bool,
+        name: str,
+        call_timeout: float = CALL_TIMEOUT,
+        retries: int = RETRIES,
+        backoff: float = BACKOFF,
+        backoff_max: float = BACKOFF_MAX,
+        secrets: Sequence[str] = (),
+    ):
+        super().__init__(inner)
+        self.schema_in_format, self.text_tools, self.name = schema_in_format, text_tools, name
+        self.call_timeout, self.max_retries, self.backoff, self.backoff_max = (
+            call_timeout,
+            retries,
+            backoff,
+            backoff_max,
+        )
+        self.secrets = tuple(s for s in secrets if s and len(s) >= 4)
+        self.counts = EndpointCounts()
+        self._jitter = random.Random()
+
+    @property
+    def faults(self) -> dict[str, int]:
+        return self.counts.faults
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Any = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        extra = dict(extra_create_args)
+        if isinstance(json_output, type):
+            fmt = {"type": "json_object"}
+            if self.schema_in_format:
+                fmt["schema"] = grammar_safe(json_output.model_json_schema())
+            extra["response_format"] = fmt
+            json_output = None
+        if self.text_tools and (tools or texttools.has_tool_history(messages)):
+            # Also without tools: a reflection call still carries the tool history.
+            schemas = [t.schema if isinstance(t, Tool) else t for t in tools]
+            if schemas and self.schema_in_format and not isinstance(messages[-1], FunctionExecutionResultMessage):
+                extra["response_format"] = {"type": "json_object", "schema": texttools.action_schema(schemas)}
+            text = texttools.as_text(messages, schemas)
+            result = await self._robust(
+                lambda: self.inner.create(text, extra_create_args=extra, cancellation_token=cancellation_token),
+                cancellation_token,
+            )
+            return texttools.parse_action(result, schemas) if schemas else result
+        return await self._robust(
+            lambda: self.inner.create(
+                messages,
+                tools=tools,
+                json_output=json_output,
+                extra_create_args=extra,
+                cancellation_token=cancellation_token,
+            ),  # fmt: skip
+            cancellation_token,
+        )
+
+    # -- retries
+
+    async def _robust(
+        self, call: Callable[[], Awaitable[CreateResult]], token: CancellationToken | None
+    ) -> CreateResult:
+        """``call`` with a deadline per attempt and retries of transient faults; then
+        ``EndpointError``. Cancellation (the token, or the task) is never retried."""
+        self.counts.calls += 1
+
+        async def sleep(seconds: float) -> None:
+            if token is not None and token.is_cancelled():
+                raise asyncio.CancelledError()
+            waiting = asyncio.ensure_future(asyncio.sleep(seconds))
+            if token is not None:
+                token.link_future(waiting)
+            await waiting
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            retry=retry_if_exception_type(Transient),
+            wait=self._wait,
+            sleep=sleep,
+            before_sleep=self._count_retry,
+            reraise=True,
+        )
+        try:
+            return await retrying(self._attempt, call, token)
+        except Transient as exc:
+            self.counts.failures += 1
+            attempts = self.max_retries + 1
+            raise EndpointError(
+                f"{self.name}: {exc.kind}: {self._clean(str(exc))} (gave up after {attempts} attempt{'s' * (attempts > 1)})"
+            ) from None
+
+    async def _attempt(
+        self, call: Callable[[], Awaitable[CreateResult]], token: CancellationToken | None
+    ) -> CreateResult:
+        import openai  # only here: the fake and user-supplied clients never need it
+
+        if token is not None and token.is_cancelled():
+            raise asyncio.CancelledError()
+        self.counts.attempts += 1
+        try:
+            async with asyncio.timeout(self.call_timeout):
+                return await call()
+        except TimeoutError:
+            raise self._fault(Transient("timeout", f"no reply within {self.call_timeout:g} s")) from None
+        except openai.APITimeoutError:
+            raise self._fault(Transient("timeout", f"no reply within {self.call_timeout:g} s")) from None
+        except openai.APIConnectionError as exc:
+            cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
+            raise self._fault(Transient("connection", f"{cause}: {exc.__cause__ or exc}")) from None
+        except BadBody as exc:
+            raise self._fault(Transient(exc.kind, str(exc))) from None
+        except openai.APIResponseValidationError as exc:
+            raise self._fault(Transient("bad_body", str(exc))) from None
+        except openai.APIStatusError as exc:
+            status, message = exc.status_code, f"{type(exc).__name__}: {exc}"
+            if status in (408, 409, 429) or status >= 500:
+                wait = retry_after(exc.response.headers)
+                if wait is not None and wait > MAX_RETRY_AFTER:
+                    self._fault(Transient(str(status), message))
+                    self.counts.failures += 1
+                    raise EndpointError(
+                        f"{self.name}: {status}: the server asks to wait {wait:g} s: {self._clean(message)}"
+                    ) from None
+                raise self._fault(Transient(str(status), message, wait)) from None
+            self._fault(Transient(str(status), message))
+            self.counts.failures += 1  # 400, 401, 404...: asking again gets the same answer
+            raise EndpointError(f"{self.name}: {status}: {self._clean(message)}") from None
+        except openai.APIError as exc:
+            self._fault(Transient("api_error", str(exc)))
+            self.counts.failures += 1
+            raise EndpointError(f"{self.name}: {type(exc).__name__}: {self._clean(str(exc))}") from None
+
+    def _fault(self, exc: Transient) -> Transient:
+        self.counts.faults[exc.kind] = self.counts.faults.get(exc.kind, 0) + 1
+        return exc
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        self.counts.retries += 1
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, Transient) and exc.retry_after is not None:
+            return max(0.0, exc.retry_after)
+        ceiling = min(self.backoff_max, self.backoff * 2 ** (state.attempt_number - 1))
+        return ceiling / 2 + self._jitter.uniform(0, ceiling / 2)
+
+    def _clean(self, text: str) -> str:
+        """An error message fit to be logged and journaled: one line, no secret, bounded."""
+        for secret in self.secrets:
+            text = text.replace(secret, "[redacted]")
+        text = re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text)
+        text = re.sub(r"\bsk-[\w-]{6,}", "sk-[redacted]", text)
+        text = " ".join(text.split())
+        return text if len(text) <= 300 else text[:297] + "..."
+
+
+def endpoint_counts(client: ChatCompletionClient) -> EndpointCounts | None:
+    """The endpoint counts of ``client`` or of the ``Adapted`` client it wraps (through
+    ``Limited``, ``Seeded``, ...); None for a client with no endpoint (the fake)."""
+    seen = 0
+    while client is not None and seen < 32:
+        if isinstance(client, Adapted):
+            return client.counts
+        client, seen = getattr(client, "inner", None), seen + 1
+    return None
+
+
+def grammar_safe(schema: object) -> object:
+    """The schema without string length bounds: llama.cpp unrolls ``maxLength: 600`` into a
+    grammar so large that the server process dies. Lengths are still checked on our side."""
+    if isinstance(schema, dict):
+        return {k: grammar_safe(v) for k, v in schema.items() if k not in ("maxLength", "minLength")}
+    if isinstance(schema, list):
+        return [grammar_safe(v) for v in schema]
+    return schema

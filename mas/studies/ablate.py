@@ -1,0 +1,122 @@
+"""Ablations as one command: the paper's (no library, directly generated lessons, group size
+1, no ground truth) and ours (private libraries only, global only, promotion off), each
+trained on the same training tasks and evaluated on the same held-out tasks and seeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from autogen_core.models import ChatCompletionClient
+from pydantic import BaseModel
+
+from mas.ask import ask
+from mas.config import EvalConfig, TrainConfig
+from mas.cost import Price, stage_costs
+from mas.errors import EndpointError, ModelReplyError
+from mas.library.budget import Budget
+from mas.library.edits import apply, parse_edits
+from mas.library.promotion import PromotionPolicy
+from mas.library.store import LibraryStore
+from mas.meter import Meter
+from mas.scenario import Scenario
+from mas.studies.evaluate import compare, evaluate
+from mas.studies.stats import Estimate
+from mas.train import train
+from mas.types import DirectLessons, Provenance
+
+OFF = PromotionPolicy(cadence="off")
+VARIANTS: dict[str, dict | str | None] = {
+    "no library": None,
+    "full": {},
+    "direct lessons": "direct",
+    "group size 1": {"group_size": 1},
+    "no ground truth": {"ground_truth": False},
+    "private only": {"promotion": OFF, "budget": Budget(inject_global=False)},
+    "global only": {"route": "global"},
+    "promotion off": {"promotion": OFF},
+}
+"""Each variant's changes to the training settings; None trains nothing, "direct" asks."""
+
+
+class Row(BaseModel):
+    variant: str
+    mean_at_k: Estimate
+    delta: Estimate
+    """Paired difference from "no library"."""
+    lessons: int
+    cost_usd: float
+
+
+async def ablate(
+    scenario: Scenario,
+    *,
+    client: ChatCompletionClient,
+    folder: Path,
+    train_config: TrainConfig,
+    eval_config: EvalConfig,
+    variants: list[str] = list(VARIANTS),
+    model_name: str = "",
+    price: Price = Price(),
+    on_variant: Callable[[str], None] = lambda name: None,
+) -> list[Row]:
+    """Run each variant in ``folder/<variant>/`` (resumable like any run) and score it."""
+    rows, results = [], {}
+    for name in variants:
+        on_variant(name)
+        change = VARIANTS[name]
+        store = LibraryStore(folder / name.replace(" ", "-") / "lib.json")
+        cost = 0.0
+        if change == "direct":
+            cost = await _direct(scenario, client, store, train_config, price)
+        elif change is not None:
+            config = train_config.model_copy(update=change)
+            done = await train(
+                scenario, client=client, store=store, run_dir=store.path.parent / "run", config=config,
+                model_name=model_name, price=price,
+            )  # fmt: skip
+            cost = done.cost_usd
+        heads = store.heads() if change is not None else None
+        result = await evaluate(scenario, client=client, heads=heads, config=_eval_config(eval_config, change))
+        results[name] = result
+        cost += sum(stage_costs(result.calls, price).values())
+        base = results.get("no library", result)
+        lessons = sum(len(v.lessons) for v in (heads or {}).values())
+        rows.append(
+            Row(variant=name, mean_at_k=result.mean_at_k, delta=compare(result, base), lessons=lessons, cost_usd=cost)
+        )
+    return rows
+
+
+def _eval_config(config: EvalConfig, change) -> EvalConfig:
+    """Evaluate each variant with the injection it was trained with."""
+    if isinstance(change, dict) and "budget" in change:
+        return config.model_copy(update={"budget": change["budget"]})
+    return config
+
+
+async def _direct(scenario: Scenario, client, store: LibraryStore, config: TrainConfig, price: Price) -> float:
+    """Ask each role's library outright for ``max_lessons`` lessons: no rollouts, no groups."""
+    if store.heads():
+        return 0.0  # done in an earlier, interrupted run of the same folder
+    meter = Meter()
+    examples = "\n".join(f"- {t.question}" for t in scenario.tasks[:5])
+
+    async def one(role):
+        try:
+            reply = await ask(
+                client, "direct", DirectLessons, meter=meter, seed=config.seed, temperature=config.learning_temperature,
+                system_role=role.name, system_description=role.description, system_count=config.max_lessons,
+                examples=examples,
+            )  # fmt: skip
+        except (ModelReplyError, EndpointError):
+            return None
+        edits, _ = parse_edits([{"op": "add", "text": text} for text in reply.lessons[: config.max_lessons]])
+        head = store.head(role.name)
+        return apply(head, edits, provenance=Provenance(run="direct", epoch=0, step=0, stage="direct"))[0]
+
+    versions = [v for v in await asyncio.gather(*(one(r) for r in scenario.roles)) if v is not None and v.edits]
+    store.commit(versions)
+    return sum(stage_costs(meter.snapshot(), price).values())

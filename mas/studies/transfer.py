@@ -1,0 +1,77 @@
+"""The transfer study: what does role A's library do for role B?
+
+Cell (A, B) is the change in Mean@k when B's prompt gets A's lessons, on held-out tasks with
+paired seeds: for A != B, B with A's lessons added against the current libraries; on the
+diagonal, A with its own lessons against A with none. The interval is a paired bootstrap over
+tasks (95%).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autogen_core.models import ChatCompletionClient
+from pydantic import BaseModel
+
+from mas.config import EvalConfig
+from mas.scenario import Scenario
+from mas.studies.evaluate import EvalResult, evaluate
+from mas.studies.stats import paired
+from mas.types import Version
+
+
+class Cell(BaseModel):
+    source: str
+    """A: the role whose lessons are injected."""
+    target: str
+    """B: the role whose prompt gets them."""
+    lessons: int
+    delta: float
+    low: float
+    high: float
+
+
+class TransferResult(BaseModel):
+    baseline: float
+    tasks: int
+    k: int
+    cells: list[Cell]
+
+
+async def transfer(
+    scenario: Scenario,
+    *,
+    client: ChatCompletionClient,
+    heads: dict[str, Version],
+    config: EvalConfig = EvalConfig(),
+    on_run: Callable[[str], None] = lambda label: None,
+) -> TransferResult:
+    roles = scenario.role_names
+
+    async def run(label: str, injected: dict[str, Version]) -> EvalResult:
+        on_run(label)
+        return await evaluate(scenario, client=client, heads=injected, config=config)
+
+    base = await run("current libraries", heads)
+    cells = []
+    for a in roles:
+        lessons = heads[a].lessons if a in heads else []
+        for b in roles:
+            if not lessons:  # nothing to inject: no run needed
+                cells.append(Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0))
+                continue
+            if a == b:
+                with_, without = (
+                    base,
+                    await run(f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)}),
+                )
+            else:
+                with_, without = await run(f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)}), base
+            d = paired(with_.per_task(), without.per_task(), seed=config.seed)
+            cells.append(Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high))
+    return TransferResult(baseline=base.mean_at_k.value, tasks=len(base.tasks), k=config.k, cells=cells)
+
+
+def _with(heads: dict[str, Version], role: str, extra: list, *, keep: bool = True) -> Version:
+    own = heads.get(role) or Version.empty(role)
+    return own.model_copy(update={"lessons": (own.lessons if keep else []) + list(extra)})

@@ -1,0 +1,1 @@
+"""The role definitions shipped with mas (TOML data, installed as the package ``mas.roles``)."""

@@ -1,0 +1,1 @@
+"""The scenarios shipped with mas (data, installed as the package ``mas.scenarios``)."""
