@@ -41,9 +41,6 @@ class Journal:
     def get(self, kind: str, key: str) -> Any | None:
         return self.records.get((kind, key))
 
-    def has(self, kind: str, key: str) -> bool:
-        return (kind, key) in self.records
-
     def put(self, kind: str, key: str, data: Any) -> None:
         line = json.dumps({"kind": kind, "key": key, "data": data}, separators=(",", ":")) + "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as f:
