@@ -16,10 +16,10 @@ import statistics
 import sys
 import time
 
-from mas.library.budget import Budget, tokens
+from mas.library.budget import tokens
 from mas.library.inject import role_block
 from mas.scenario import load_scenario
-from mas.types import GLOBAL, Lesson, Version
+from mas.types import GLOBAL, Budget, Lesson, Version
 
 SIZES, CALLS, ROLE = (10, 100, 1_000, 10_000), 50, "solver"
 LINE = re.compile(r"^\[[\w-]+/\d{4,}\] (.*)$", re.M)

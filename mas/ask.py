@@ -1,7 +1,9 @@
 """One structured model call: render the prompt, ask for JSON, validate it, count it.
 
-A reply that is not valid JSON for the schema raises ``ModelReplyError`` with the raw reply;
-the calling stage catches it and skips just its group or edit batch.
+A reply that is not valid JSON for the schema, or that was cut at the token limit, raises
+``ModelReplyError`` with the raw reply; the calling stage catches it and skips just its group
+or edit batch. A cut reply is never repaired: its last string is half a sentence, and half a
+lesson must not become a lesson.
 """
 
 from __future__ import annotations
@@ -17,9 +19,6 @@ from mas.meter import Meter
 from mas.templates import render
 
 T = TypeVar("T", bound=BaseModel)
-MAX_TOKENS = {"summary": 400, "advantage": 600, "edit": 600, "direct": 600}
-"""Completion caps per stage: enough for a valid reply, and a small model that rambles inside
-a JSON string is cut before it costs more."""
 
 
 async def ask(
@@ -30,28 +29,30 @@ async def ask(
     meter: Meter,
     seed: int,
     temperature: float,
-    max_tokens: int | None = None,
+    max_tokens: int,
     **values: object,
 ) -> T:
-    """Ask ``stage`` (``summary``, ``advantage``, ``edit``) for a ``schema`` instance."""
+    """Ask ``stage`` (``summary``, ``advantage``, ``edit``, ``direct``) for a ``schema``
+    instance, in at most ``max_tokens`` completion tokens."""
     schema_text = json.dumps(schema.model_json_schema(), separators=(",", ":"))
     messages = [
         SystemMessage(content=render(f"{stage}.system", schema=schema_text, **_split(values, "system_"))),
         UserMessage(content=render(f"{stage}.user", **_split(values, "")), source="user"),
     ]
-    extra = {"seed": seed, "temperature": temperature, "max_tokens": max_tokens or MAX_TOKENS[stage]}
+    extra = {"seed": seed, "temperature": temperature, "max_tokens": max_tokens}
     result = await client.create(messages, json_output=schema, extra_create_args=extra)
     meter.count(stage, result.usage)
     raw = result.content if isinstance(result.content, str) else str(result.content)
     if result.finish_reason == "length":
-        raw = close_truncated(raw)
+        meter.fail(stage)
+        raise ModelReplyError(f"{stage}: reply cut at the token limit ({max_tokens} tokens)", raw)
     try:
         # strict=False: llama.cpp's JSON grammar lets raw newlines into strings.
         data = json.loads(_json_part(raw), strict=False)
         try:
             return schema.model_validate(data)
-        except ValidationError as exc:  # strings past their length (a rambling model): cut them
-            return schema.model_validate(_clipped(data, exc))
+        except ValidationError as exc:  # a note past its length (a rambling model) is cut;
+            return schema.model_validate(_clipped(data, exc))  # lesson texts are never cut: see edits.py
     except (ValidationError, ValueError) as exc:
         meter.fail(stage)
         first = str(exc).splitlines()[0]
@@ -86,29 +87,3 @@ def _json_part(raw: str) -> str:
     if start < 0 or end < start:
         raise ValueError("no JSON object in the reply")
     return raw[start : end + 1]
-
-
-def close_truncated(raw: str) -> str:
-    """Close the strings, arrays and objects left open by a reply cut at the token limit, so
-    that the fields it did finish can still be validated.
-
-    >>> close_truncated('{"lessons": [{"text": "Check the un')
-    '{"lessons": [{"text": "Check the un"}]}'
-    """
-    stack, in_string, escaped = [], False, False
-    for ch in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]" and stack:
-            stack.pop()
-    tail = '"' if in_string else ""
-    return raw.rstrip(",: \n") + tail + "".join(reversed(stack))

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mas.library.budget import Budget
 from mas.library.promotion import PromotionPolicy
+from mas.types import Budget
 
 
 def seed_of(*parts: object) -> int:
@@ -85,3 +85,17 @@ class TrainConfig(RolloutConfig):
 class EvalConfig(RolloutConfig):
     k: int = Field(1, ge=1)
     """Rollouts per task; Mean@k averages them."""
+
+
+PRESETS: dict[str, dict] = {
+    "quick": {"tasks": 4, "epochs": 1, "batch_size": 4, "group_size": 3},
+    "paper": {"tasks": 100, "epochs": 3, "batch_size": 50, "group_size": 5, "temperature": 0.7},
+}
+"""Named starting points, as optimizers have them: ``quick`` to see the loop work in minutes,
+``paper`` for the paper's settings (100 tasks, 3 epochs, groups of 5). Explicit settings
+override a preset's."""
+
+
+def train_config(preset: str | None = None, **settings) -> TrainConfig:
+    """``TrainConfig`` from a preset (or the defaults) and the settings given explicitly."""
+    return TrainConfig(**{**PRESETS.get(preset or "", {}), **settings})

@@ -9,6 +9,7 @@ the shipped ones (``mas.paths``).
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ from mas.domains.qa import extract_answer as qa_extract
 from mas.domains.qa import qa_reward
 from mas.domains.symbolic import extract_latex, symbolic_reward
 from mas.errors import UserError
+from mas.library.edits import strip_lesson_ids
 from mas.tools import TOOLS
-from mas.types import Frozen, Rollout, Task
+from mas.types import GLOBAL, Frozen, Rollout, Task
 
 REWARDS: dict[str, Callable[[Task, str | None], float]] = {
     "numeric": lambda task, got: numeric_reward(task.answer or "", got),
@@ -69,18 +71,40 @@ TeamFactory = Callable[[dict[str, str], ChatCompletionClient, Task], BaseGroupCh
 after the roles and use ``system_messages[role]`` as their system message."""
 
 
+HELD_OUT = 0.2
+"""Share of a task file set apart for evaluation when no test file is given."""
+
+
+def held_out(task_id: str, share: float = HELD_OUT) -> bool:
+    """Whether a task is held out: decided by a hash of its id alone, so the split is the
+    same on every machine, in every run, and whatever order or subset of the file is read."""
+    return int(hashlib.sha256(f"held-out/{task_id}".encode()).hexdigest()[:8], 16) < share * 16**8
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
     roles: list[Role]
     tasks: list[Task]
+    """Training tasks."""
     reward_name: str
     test_tasks: list[Task] | None = None
-    """Held-out tasks for evaluation; when None, evaluation uses ``tasks``."""
+    """Held-out tasks for evaluation. None: the tasks are split by a hash of their ids
+    (``held_out``), and ``tasks`` keeps the training part."""
     team: TeamFactory | None = None
     """Your own team (see ``custom_scenario``); None builds one from the roles' data."""
     reward_fn: Callable[[Task, str | None], float] | None = None
     extract_fn: Callable[[str], str | None] | None = None
+    description: str = ""
+    """What the team does, for the learning prompts."""
+    split: str = ""
+    """How the held-out tasks were set apart (recorded with the run and the library)."""
+
+    def __post_init__(self) -> None:
+        if self.test_tasks is None:
+            object.__setattr__(self, "test_tasks", [t for t in self.tasks if held_out(t.id)])
+            object.__setattr__(self, "tasks", [t for t in self.tasks if not held_out(t.id)])
+            object.__setattr__(self, "split", f"hash of the task id, {HELD_OUT:.0%} held out")
 
     def reward(self, task: Task, answer: str | None) -> float:
         return (self.reward_fn or REWARDS[self.reward_name])(task, answer)
@@ -92,7 +116,11 @@ class Scenario:
         return self.reward(task, rollout.answer)
 
     def extract(self, transcript: str) -> str | None:
-        return (self.extract_fn or EXTRACTORS[self.reward_name])(transcript)
+        """The team's answer; lesson ids a role wrote are removed first, so they can never
+        become or change an answer."""
+        return (self.extract_fn or EXTRACTORS[self.reward_name])(
+            strip_lesson_ids(transcript, [GLOBAL, *self.role_names])
+        )
 
     def role(self, name: str) -> Role:
         for role in self.roles:
@@ -102,7 +130,7 @@ class Scenario:
 
     @property
     def held_out(self) -> list[Task]:
-        return self.test_tasks if self.test_tasks is not None else self.tasks
+        return self.test_tasks or []
 
     @property
     def role_names(self) -> list[str]:
@@ -118,18 +146,28 @@ def custom_scenario(
     reward: Callable[[Task, str | None], float],
     extract: Callable[[str], str | None] = extract_answer,
     test_tasks: list[Task] | None = None,
+    description: str = "",
 ) -> Scenario:
     """Bring your own team: ``roles`` maps each role (agent name) to its base system prompt;
-    mas appends the role's lessons and hands the results to ``team`` for every rollout."""
-    made = [Role(name=n, description=n, system_prompt=prompt) for n, prompt in roles.items()]
-    return Scenario(name, made, tasks, "custom", test_tasks, team, reward, extract)
+    mas appends the role's lessons and hands the results to ``team`` for every rollout.
+    Without ``test_tasks``, a fifth of ``tasks`` is held out by a hash of their ids."""
+    made = [
+        Role(name=n, description=prompt.strip().splitlines()[0] if prompt.strip() else n, system_prompt=prompt)
+        for n, prompt in roles.items()
+    ]
+    return Scenario(
+        name, made, tasks, "custom", test_tasks, team, reward, extract, description,
+        split="given test tasks" if test_tasks is not None else "",
+    )  # fmt: skip
 
 
-def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
-    """``maths`` (a folder in scenarios/), a folder path, or a ``.jsonl`` file path."""
+def load_scenario(name_or_path: str, *, limit: int | None = None, test_file: Path | None = None) -> Scenario:
+    """``maths`` (a folder in scenarios/), a folder path, or a ``.jsonl`` file path. Held-out
+    tasks come from ``test_file``, else from the scenario's own test file, else from a hash
+    split of the tasks."""
     path = Path(name_or_path)
     if path.suffix == ".jsonl":
-        return _from_jsonl(path, limit)
+        return _from_jsonl(path, limit, test_file)
     named = paths.safe_name(name_or_path)
     spec_path = (
         path / "scenario.toml"
@@ -154,11 +192,16 @@ def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
     folder = spec_path.parent
     roles = [load_role(r, source=spec_path, local=folder / "roles") for r in spec.roles]
-    test = load_jsonl(folder / spec.test_tasks, limit=limit) if spec.test_tasks else None
-    return Scenario(spec.name, roles, load_jsonl(folder / spec.tasks, limit=limit), spec.reward, test)
+    tasks = load_jsonl(folder / spec.tasks, limit=limit)
+    test_path = test_file or (folder / spec.test_tasks if spec.test_tasks else None)
+    test = load_jsonl(test_path, limit=limit) if test_path else None
+    return Scenario(
+        spec.name, roles, tasks, spec.reward, test, description=spec.description or spec.name,
+        split=f"test file {test_path.name}" if test_path else "",
+    )  # fmt: skip
 
 
-def _from_jsonl(path: Path, limit: int | None) -> Scenario:
+def _from_jsonl(path: Path, limit: int | None, test_file: Path | None) -> Scenario:
     """A task file gets the team and reward of the shipped scenario it looks like: passages
     mean multi-hop QA, numeric answers mean maths, other answers are compared symbolically."""
     tasks = load_jsonl(path, limit=limit)
@@ -168,7 +211,12 @@ def _from_jsonl(path: Path, limit: int | None) -> Scenario:
         template, reward = "maths", "numeric"
     else:
         template, reward = "maths", "symbolic"
-    return Scenario(path.stem, load_scenario(template, limit=1).roles, tasks, reward)
+    like = load_scenario(template, limit=1)
+    test = load_jsonl(test_file, limit=limit) if test_file else None
+    return Scenario(
+        path.stem, like.roles, tasks, reward, test, description=like.description,
+        split=f"test file {test_file.name}" if test_file else "",
+    )  # fmt: skip
 
 
 def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:

@@ -5,49 +5,56 @@ rollout -> reward -> filter -> summarize -> advantage -> route -> screen -> edit
 
 Stages that call the model check the run journal first and record their output in it, so a
 resumed step repeats no finished call. A bad model reply is journaled as a failure, counted,
-and skips only its group (advantage) or role (edit).
+and skips only its group (advantage) or library (edit); a refused operation or edit is kept
+with its reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient
+from pydantic import TypeAdapter
 
+from mas import texts
 from mas.ask import ask
 from mas.config import TrainConfig, seed_of
 from mas.errors import EndpointError, ModelReplyError
 from mas.journal import Journal
-from mas.library.edits import apply, parse_edits
+from mas.library.budget import tokens
+from mas.library.edits import apply, parse_edits, parse_items
 from mas.meter import Meter
 from mas.scenario import Scenario
 from mas.screen import screen
-from mas.team import render_trace, run_rollout
+from mas.team import run_rollout
 from mas.types import (
     GLOBAL,
+    AddOperation,
     Advantage,
+    DeleteOperation,
     Edit,
-    EditBatch,
     Group,
+    Lesson,
+    ModifyOperation,
+    Operation,
     Provenance,
     QuarantineItem,
     Rejected,
-    RoleNote,
     Rollout,
     Summary,
     Task,
     UsageEvent,
     Version,
-    for_roles,
+    advantage_schema,
+    edit_schema,
+    summary_schema,
 )
 
-LESSON_ID = re.compile(r"\b(?:global|[a-z][a-z0-9_-]*)/\d{4}\b")
-"""A lesson id as a role may cite it in its own messages (``solver/0003``)."""
+_operation = TypeAdapter(Operation)
 
 
 @dataclass
@@ -61,11 +68,22 @@ class Context:
     meter: Meter
     heads: dict[str, Version]
     provenance: Provenance
+    refused: list[Rejected] = field(default_factory=list)
+    """Operations of the step's advantages that could not be used, each with its reason."""
 
     @property
     def prefix(self) -> str:
         """Journal key prefix of the step, ``e<epoch>/s<step>``."""
         return f"e{self.provenance.epoch}/s{self.provenance.step}"
+
+    @property
+    def libraries(self) -> list[str]:
+        return [GLOBAL, *self.scenario.role_names]
+
+    def lesson(self, lesson_id: str) -> Lesson | None:
+        library = lesson_id.rpartition("/")[0]
+        version = self.heads.get(library)
+        return next((l for l in version.lessons if l.id == lesson_id), None) if version else None
 
 
 # -- rollout, reward, filter -------------------------------------------------------------------
@@ -90,133 +108,170 @@ async def rollout(ctx: Context, task: Task) -> Group:
 
 
 def reward(scenario: Scenario, group: Group, *, ground_truth: bool) -> Group:
-    """Score each rollout; without ground truth, against the group's majority answer."""
+    """Score each rollout that ran to the end. Without ground truth, against the answer that a
+    strict majority of them gave; with no such answer the group carries no advantage."""
     task = group.task
     if not ground_truth:
-        answers = Counter(r.answer for r in group.rollouts if r.answer is not None)
-        task = task.model_copy(update={"answer": answers.most_common(1)[0][0] if answers else None})
-    scored = [r.model_copy(update={"reward": scenario.score(task, r)}) for r in group.rollouts]
-    return Group(task=group.task, rollouts=scored)
+        answers = Counter(r.answer for r in group.valid if r.answer is not None)
+        top = answers.most_common(1)
+        if not top or top[0][1] * 2 <= len(group.valid):
+            return group.model_copy(update={"no_majority": True})
+        task = task.model_copy(update={"answer": top[0][0]})
+    scored = [r if r.error else r.model_copy(update={"reward": scenario.score(task, r)}) for r in group.rollouts]
+    return group.model_copy(update={"rollouts": scored})
 
 
 def keep(config: TrainConfig, group: Group) -> bool:
     """Filter: only groups with winners and losers carry an advantage. G = 1 has no group to
     compare within: its one rollout is compared with the answer."""
-    return group.informative or (config.group_size == 1 and config.ground_truth)
+    single = config.group_size == 1 and config.ground_truth and len(group.valid) == 1
+    return group.informative or single
 
 
 # -- summarize, advantage ------------------------------------------------------------------
 
 
-async def summarize(ctx: Context, group: Group) -> list[Summary]:
-    """One call per rollout of a kept group, one section per role."""
+def truth(ctx: Context, group: Group) -> str:
+    if ctx.config.ground_truth:
+        return group.task.answer or "(unknown)"
+    majority = Counter(r.answer for r in group.valid if r.answer is not None).most_common(1)
+    answer = majority[0][0] if majority else "(none)"
+    return f"unknown; rewards compare each answer with the group's majority answer, {answer}"
 
+
+async def summarize(ctx: Context, group: Group) -> list[Summary]:
+    """One call per valid rollout of a kept group, step by step per role. Its completion cap
+    grows with the number of roles and the length of the trace."""
     roles = tuple(ctx.scenario.role_names)
+    shown = {i: lesson for r in group.valid for t in r.traces for i in t.shown if (lesson := ctx.lesson(i))}
 
     async def one(r: Rollout) -> Summary | None:
-        traces = "\n\n".join(
-            f"## {t.role} (lessons: {', '.join(t.shown) or 'none'})\n{render_trace(t)}" for t in r.traces
-        )
+        traces = "\n\n".join(texts.trace(t, shown) for t in r.traces)
+        cap = min(4000, 250 + 200 * len(roles) + tokens(traces) // 2)
         return await _journaled(
-            ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", for_roles(Summary, roles),
-            question=group.task.question, answer=r.answer or "(none)", reward=f"{r.reward:g}", traces=traces,
+            ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", summary_schema(roles), cap,
+            system_objective=ctx.scenario.description, system_team=texts.team(ctx.scenario),
+            question=group.task.question, truth=truth(ctx, group), answer=r.answer or "(none)",
+            reward=f"{r.reward:g}", traces=traces,
         )  # fmt: skip
 
-    summaries = await asyncio.gather(*(one(r) for r in group.rollouts))
-    return [s or _excerpt(r) for r, s in zip(group.rollouts, summaries)]
-
-
-def _excerpt(r: Rollout) -> Summary:
-    """Stands in for a summary the model failed to write (already counted): each role's last
-    message, cut short, so the group can still be compared."""
-    notes = [RoleNote(role=t.role, note=(t.turns[-1].content if t.turns else "")[:300]) for t in r.traces]
-    return Summary(roles=notes, outcome=f"answer {r.answer or 'none'}")
+    summaries = await asyncio.gather(*(one(r) for r in group.valid))
+    return [s or texts.excerpt(r) for r, s in zip(group.valid, summaries)]
 
 
 async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Advantage | None:
-    """Why the winners beat the losers, which role made the difference, lessons for it.
-
-    The libraries are not in this prompt: each is read once per step, by its edit call, which
-    merges what the advantages propose into it (and ``apply`` refuses copies)."""
-    attempts = "\n\n".join(
-        f"## Attempt {r.index + 1} (reward {r.reward:g}, answer {r.answer or 'none'})\n"
-        + "\n".join(f"- {n.role}: {n.note}" for n in s.roles)
-        + f"\n- outcome: {s.outcome}"
-        for r, s in zip(group.rollouts, summaries)
-    )
-    truth = f"Correct answer: {group.task.answer}" if ctx.config.ground_truth else "Correct answer: unknown"
+    """Why the winners beat the losers, against the current libraries: which lessons were
+    followed or ignored, which role decided, and the operations on its library."""
+    ids = tuple(sorted(l.id for v in ctx.heads.values() for l in v.lessons))
+    most = ctx.config.lessons_per_group
+    cap = 400 + 250 * len(group.valid) + 150 * most
     return await _journaled(
-        ctx, "advantage", f"{ctx.prefix}/{group.task.id}", for_roles(Advantage, tuple(ctx.scenario.role_names)),
-        question=group.task.question, truth=truth, roles=", ".join(ctx.scenario.role_names),
-        attempts=attempts, system_max_lessons=ctx.config.lessons_per_group,
+        ctx, "advantage", f"{ctx.prefix}/{group.task.id}", advantage_schema(tuple(ctx.libraries), ids, most), cap,
+        system_objective=ctx.scenario.description, system_team=texts.team(ctx.scenario), system_max_operations=most,
+        question=group.task.question, truth=truth(ctx, group),
+        libraries=texts.libraries(ctx.scenario, ctx.heads), attempts=texts.attempts(group, summaries),
     )  # fmt: skip
 
 
 # -- route, screen, edit, apply ----------------------------------------------------------------
 
 
-def route(ctx: Context, advantages: list[Advantage]) -> dict[str, list[str]]:
-    """Each proposed lesson to its role's library (or, with ``route="global"``, to the global
-    one); a lesson naming no known role goes to the role the advantage said made the
-    difference, or is dropped and counted."""
-    known = set(ctx.scenario.role_names)
-    routed: dict[str, list[str]] = {}
+def route(ctx: Context, advantages: list[Advantage]) -> dict[str, list[Operation]]:
+    """The operations of every advantage, validated one by one, by the library they change:
+    an add goes to the library it names (every add to the global one with ``route="global"``),
+    a modify or delete to the library of the lesson it names. Whatever cannot be used is kept
+    in ``ctx.refused`` with its reason, never dropped in silence."""
+    routed: dict[str, list[Operation]] = {}
     for adv in advantages:
-        for lesson in adv.lessons[: ctx.config.lessons_per_group]:
-            role = lesson.role if lesson.role in known else adv.decisive_role
-            if role not in known:
+        operations, refused = parse_items(adv.operations, _operation)
+        ctx.refused += refused
+        for i, op in enumerate(operations):
+            reason, library = _target(ctx, op)
+            if i >= ctx.config.lessons_per_group:
+                reason = f"over the limit of {ctx.config.lessons_per_group} operations per group"
+            if reason:
+                ctx.refused.append(Rejected(edit=op.model_dump(mode="json"), reason=reason))
                 ctx.meter.fail("route")
-                continue
-            routed.setdefault(GLOBAL if ctx.config.route == "global" else role, []).append(lesson.text.strip())
+            else:
+                routed.setdefault(library, []).append(op)
     return routed
 
 
+def _target(ctx: Context, op: Operation) -> tuple[str | None, str]:
+    """(why ``op`` cannot be used or None, the library it changes)."""
+    if isinstance(op, AddOperation):
+        if op.library not in ctx.libraries:
+            return f"unknown library {op.library!r}", ""
+        return None, GLOBAL if ctx.config.route == "global" else op.library
+    if ctx.lesson(op.id) is None:
+        return f"unknown lesson id {op.id!r}", ""
+    return None, op.id.rpartition("/")[0]
+
+
 def screened(
-    routed: dict[str, list[str]], answers: list[str], sources: list[str]
-) -> tuple[dict[str, list[str]], list[QuarantineItem]]:
-    """Proposals that pass screening, and the refused ones as quarantine items."""
-    kept: dict[str, list[str]] = {}
+    routed: dict[str, list[Operation]], answers: list[str], sources: list[str]
+) -> tuple[dict[str, list[Operation]], list[QuarantineItem]]:
+    """Operations whose text passes screening, and the refused ones as quarantine items."""
+    kept: dict[str, list[Operation]] = {}
     refused = []
-    for role, texts in routed.items():
-        for text in texts:
-            reason = screen(text, answers=answers, sources=sources)
+    for library, ops in routed.items():
+        for op in ops:
+            reason = screen(op.text, answers=answers, sources=sources) if hasattr(op, "text") else None
             if reason:
-                refused.append(QuarantineItem(library=role, text=text, reason=reason, stage="advantage"))
+                refused.append(QuarantineItem(library=library, text=op.text, reason=reason, stage="advantage"))
             else:
-                kept.setdefault(role, []).append(text)
+                kept.setdefault(library, []).append(op)
     return kept, refused
 
 
-async def edit(ctx: Context, role: str, proposals: list[str]) -> tuple[list[Edit], list[Rejected]] | None:
-    """One batched edit call for one role's library; items are validated one by one."""
-    head = ctx.heads[role]
+async def edit(ctx: Context, library: str, ops: list[Operation]) -> tuple[list[Edit], list[Rejected]] | None:
+    """One batched edit call for one library: the step's operations on it, with their reasons,
+    merged into one consistent list. Items are validated one by one."""
+    head = ctx.heads[library]
+    ids = tuple(sorted(l.id for l in head.lessons))
+    reader = (
+        "every role of the team:\n" + texts.team(ctx.scenario)
+        if library == GLOBAL
+        else texts.role_line(ctx.scenario.role(library))
+    )
     batch = await _journaled(
-        ctx, "edit", f"{ctx.prefix}/{role}", EditBatch,
-        role=role, system_role="whole team (every role reads it)" if role == GLOBAL else role,
-        system_max_lessons=ctx.config.max_lessons,
-        library=_lessons_text(head), proposals="\n".join(f"- ({role}) {p}" for p in proposals),
+        ctx, "edit", f"{ctx.prefix}/{library}", edit_schema(ids, 24), 300 + 80 * (len(ops) + len(ids)),
+        system_library="the shared list every role reads" if library == GLOBAL else f"the {library}",
+        system_reader=reader, system_objective=ctx.scenario.description, system_max_lessons=ctx.config.max_lessons,
+        count=len(head.lessons), max_lessons=ctx.config.max_lessons,
+        lessons=texts.lessons(head), operations="\n".join(_describe(op) for op in ops),
     )  # fmt: skip
     return None if batch is None else parse_edits(batch.edits)
 
 
+def _describe(op: Operation) -> str:
+    reason = f" (why: {op.reason})" if op.reason else ""
+    if isinstance(op, AddOperation):
+        return f"- add: {op.text}{reason}"
+    if isinstance(op, ModifyOperation):
+        return f"- modify [{op.id}] to: {op.text}{reason}"
+    assert isinstance(op, DeleteOperation)
+    return f"- delete [{op.id}]{reason}"
+
+
 def screened_edits(
-    role: str, edits: list[Edit], answers: list[str], sources: list[str]
+    library: str, edits: list[Edit], answers: list[str], sources: list[str]
 ) -> tuple[list[Edit], list[QuarantineItem]]:
     """The editor writes text too: its adds and modifies are screened the same way."""
     kept, refused = [], []
     for item in edits:
         reason = screen(item.text, answers=answers, sources=sources) if hasattr(item, "text") else None
         if reason:
-            refused.append(QuarantineItem(library=role, text=item.text, reason=reason, stage="edit"))
+            refused.append(QuarantineItem(library=library, text=item.text, reason=reason, stage="edit"))
         else:
             kept.append(item)
     return kept, refused
 
 
-def apply_edits(ctx: Context, role: str, edits: list[Edit], rejected: list[Rejected]) -> Version:
-    shared = ctx.heads[GLOBAL].lessons if role != GLOBAL else []
+def apply_edits(ctx: Context, library: str, edits: list[Edit], rejected: list[Rejected]) -> Version:
+    shared = ctx.heads[GLOBAL].lessons if library != GLOBAL else []
     version, refused = apply(
-        ctx.heads[role], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
+        ctx.heads[library], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
     )
     return version.model_copy(update={"rejected": rejected + refused})
 
@@ -225,27 +280,25 @@ def apply_edits(ctx: Context, role: str, edits: list[Edit], rejected: list[Rejec
 
 
 def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) -> list[UsageEvent]:
-    """One event per rollout and role: the lessons its prompt showed (recorded on its trace),
-    the ones it cited and the ones the summarizer judged it applied (kept apart, and both
-    limited to lessons it was shown), the reward and the numeric advantage."""
+    """One event per valid rollout and role: the lessons its prompt showed (recorded on its
+    trace), the ones the summarizer judged it applied (a description only, limited to the
+    lessons it was shown), the reward and the numeric advantage within the group."""
     p = ctx.provenance
+    judged = {r.index: {n.role: n.applied for n in s.roles} for r, s in zip(group.valid, summaries or [])}
     out = []
-    for rollout, adv in zip(group.rollouts, numeric_advantages(group.rewards)):
-        judged = {n.role: n.applied for n in summaries[rollout.index].roles} if summaries else {}
-        for trace in rollout.traces:
-            said = " ".join(t.content for t in trace.turns)
+    for r, adv in zip(group.valid, numeric_advantages(group.rewards)):
+        for t in r.traces:
             out.append(
                 UsageEvent(
                     run=p.run,
                     epoch=p.epoch,
                     step=p.step,
                     task_id=group.task.id,
-                    rollout=rollout.index,
-                    role=trace.role,
-                    in_prompt=trace.shown,
-                    cited=sorted(set(LESSON_ID.findall(said)) & set(trace.shown)),
-                    judged=sorted(set(judged.get(trace.role, [])) & set(trace.shown)),
-                    reward=rollout.reward,
+                    rollout=r.index,
+                    role=t.role,
+                    in_prompt=t.shown,
+                    judged=sorted(set(judged.get(r.index, {}).get(t.role, [])) & set(t.shown)),
+                    reward=r.reward,
                     advantage=round(adv, 6),
                 )  # fmt: skip
             )
@@ -254,6 +307,8 @@ def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) ->
 
 def numeric_advantages(rewards: list[float]) -> list[float]:
     """GRPO's numeric advantage, (r - mean) / std within the group; 0 for equal rewards."""
+    if not rewards:
+        return []
     mean, std = statistics.fmean(rewards), statistics.pstdev(rewards)
     return [0.0 if std == 0 else (r - mean) / std for r in rewards]
 
@@ -261,7 +316,7 @@ def numeric_advantages(rewards: list[float]) -> list[float]:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):
+async def _journaled(ctx: Context, stage: str, key: str, schema, max_tokens: int, **values: Any):
     """Ask once: a finished call (success or failure) is read back from the journal."""
     done = ctx.journal.get(stage, key)
     if done is not None:
@@ -269,7 +324,7 @@ async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):
     try:
         reply = await ask(
             ctx.client, stage, schema, meter=ctx.meter, seed=seed_of(ctx.config.seed, stage, key),
-            temperature=ctx.config.learning_temperature, **values,
+            temperature=ctx.config.learning_temperature, max_tokens=max_tokens, **values,
         )  # fmt: skip
     except ModelReplyError as exc:
         await ctx.journal.record(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
@@ -279,9 +334,3 @@ async def _journaled(ctx: Context, stage: str, key: str, schema, **values: Any):
         return None
     await ctx.journal.record(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
     return reply
-
-
-def _lessons_text(version: Version | None) -> str:
-    if not version or not version.lessons:
-        return "(none)"
-    return "\n".join(f"[{l.id}] {l.text}" for l in version.lessons)

@@ -8,7 +8,6 @@ its own and throws it away.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, NamedTuple
 
 from autogen_agentchat.agents import AssistantAgent
@@ -22,13 +21,12 @@ from autogen_agentchat.teams import BaseGroupChat, RoundRobinGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 
-from mas.library.budget import Budget
 from mas.library.inject import role_block
 from mas.meter import Meter
 from mas.models.wrappers import Seeded
 from mas.scenario import Role, Scenario
 from mas.tools import TOOLS
-from mas.types import RoleTrace, Rollout, Task, ToolCall, Turn, Version
+from mas.types import Budget, RoleTrace, Rollout, Task, ToolCall, Turn, Version
 
 
 class Prompt(NamedTuple):
@@ -154,16 +152,3 @@ def split_traces(messages: list, prompts: dict[str, Prompt]) -> list[RoleTrace]:
 
 def _call(c: dict) -> dict:
     return {k: v for k, v in c.items() if k != "id"}
-
-
-def render_trace(trace: RoleTrace) -> str:
-    """A role trace as text for the summary prompt (the system message is left out: the
-    summary must not re-read the library)."""
-    lines = []
-    for turn in trace.turns:
-        for call in turn.tool_calls:
-            status = "error" if call.is_error else "returned"
-            lines.append(f"- called {call.name}({json.dumps(call.arguments)[1:-1]}) {status}: {call.result}")
-        if turn.content:
-            lines.append(f"- said: {turn.content.strip()}")
-    return "\n".join(lines) or "- (no output)"

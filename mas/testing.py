@@ -50,14 +50,28 @@ class Rule:
     used: int = 0
 
 
+@dataclass(frozen=True)
+class _Named:
+    """A match with a name for messages."""
+
+    name: str
+    test: Match
+
+    def __call__(self, request: Request) -> bool:
+        return self.test(request)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 def stage(schema_name: str) -> Match:
     """Matches a learning call asking for ``schema_name`` (``Summary``, ``Advantage``, ...)."""
-    return lambda request: request.schema is not None and request.schema.__name__ == schema_name
+    return _Named(f"stage({schema_name!r})", lambda r: r.schema is not None and r.schema.__name__ == schema_name)
 
 
 def system_has(text: str) -> Match:
     """Matches a call whose system message contains ``text``."""
-    return lambda request: text in request.system
+    return _Named(f"system_has({text!r})", lambda request: text in request.system)
 
 
 class ScriptedClient(FakeClient):
@@ -77,27 +91,25 @@ class ScriptedClient(FakeClient):
         """Raise ``UnusedRule`` for every rule that answered fewer calls than it was given."""
         left = [rule for rule in self.rules if rule.times is not None and rule.used < rule.times]
         if left:
-            raise UnusedRule(", ".join(f"{rule.used} of {rule.times} calls made for rule {rule.when}" for rule in left))
+            raise UnusedRule(", ".join(f"{rule.used} of {rule.times} calls made for {rule.when!r}" for rule in left))
 
 
 def train_on_fake(
-    scenario: Scenario, folder: Path, client: FakeClient | None = None, **config: Any
+    scenario: Scenario,
+    folder: Path,
+    client: FakeClient | None = None,
+    *,
+    config: TrainConfig | None = None,
+    **fields: Any,
 ) -> tuple[TrainResult, FakeClient, LibraryStore]:
     """Train ``scenario`` on a fake client (the default responder unless ``client`` is given),
-    with its library at ``folder/lib.json`` and its run in ``folder/run``."""
+    with its library at ``folder/lib.json`` and its run in ``folder/run``; the settings are
+    ``config``, or ``TrainConfig(**fields)``."""
     client = client or FakeClient()
     store = LibraryStore(folder / "lib.json")
-    result = asyncio.run(
-        train(
-            scenario,
-            client=client,
-            store=store,
-            run_dir=folder / "run",
-            config=TrainConfig(**config),
-            model_name="fake",
-        )
-    )
-    return result, client, store
+    config = config or TrainConfig(**fields)
+    run = train(scenario, client=client, store=store, run_dir=folder / "run", config=config, model_name="fake")
+    return asyncio.run(run), client, store
 
 
 def journal(run_dir: Path, kind: str | None = None) -> list[dict]:

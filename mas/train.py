@@ -87,8 +87,9 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
             done = journal.get("step", f"e{epoch}/s{step}")
             if done is None:
                 provenance = Provenance(
-                    run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name
-                )
+                    run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name,
+                    budget=config.budget, held_out=scenario.split,
+                )  # fmt: skip
                 report = await _step(scenario, batch, config, client, store, journal, provenance, price)
                 cadence = config.promotion.cadence
                 if cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1):
@@ -127,7 +128,7 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     hierarchy.record_usage(store, events, provenance)
     hierarchy.record_quarantine(store, refused, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance)
-    rewards = [r.reward for group in groups for r in group.rollouts]
+    rewards = [reward for group in groups for reward in group.rewards]
     stage_cost = stage_costs(meter.snapshot(), price)
     informative = sum(group.informative for group in groups)
     return StepReport(
@@ -136,12 +137,15 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         task_ids=provenance.task_ids,
         groups=len(groups),
         informative=informative,
-        mean_reward=sum(rewards) / len(rewards),
+        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
         applied={v.library: len(v.edits) for v in versions},
         rejected={v.library: v.rejected for v in versions if v.rejected},
         retired={v.library: len(v.edits) for v in retired},
         quarantined=len(refused),
         skipped_groups=informative - len(advantages),
+        failed_rollouts=sum(len(group.rollouts) - len(group.valid) for group in groups),
+        no_majority=sum(group.no_majority for group in groups),
+        refused_operations=ctx.refused,
         calls=meter.snapshot(),
         stage_cost_usd=stage_cost,
         cost_usd=sum(stage_cost.values()),
@@ -154,17 +158,17 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
 async def _edit(
     ctx: stages.Context, groups: list[Group], advantages: list[Advantage]
 ) -> tuple[list[Version], list[QuarantineItem]]:
-    """Route and screen the proposals, one edit call per role, screen the edits, apply them."""
+    """Route and screen the operations, one edit call per library, screen the edits, apply them."""
     answers, sources = screen.step_material(groups)
     routed, refused = stages.screened(stages.route(ctx, advantages), answers, sources)
-    batches = await asyncio.gather(*(stages.edit(ctx, role, texts) for role, texts in routed.items()))
+    batches = await asyncio.gather(*(stages.edit(ctx, library, ops) for library, ops in routed.items()))
     versions = []
-    for role, parsed in zip(routed, batches):
+    for library, parsed in zip(routed, batches):
         if parsed is not None:
             edits, bad = parsed
-            edits, caught = stages.screened_edits(role, edits, answers, sources)
+            edits, caught = stages.screened_edits(library, edits, answers, sources)
             refused += caught
-            versions.append(stages.apply_edits(ctx, role, edits, bad))
+            versions.append(stages.apply_edits(ctx, library, edits, bad))
     return versions, refused
 
 
@@ -198,6 +202,8 @@ def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
         "scenario": scenario.name,
         "model": model_name,
         "library": str(library.resolve()),
+        "held_out": scenario.split,
+        "held_out_tasks": [t.id for t in scenario.held_out],
         "config": config.model_dump(mode="json"),
     }
     path = run_dir / "run.json"

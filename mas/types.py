@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -51,6 +51,25 @@ class Lesson(Frozen):
     text: str
 
 
+class Budget(Frozen):
+    """Token caps of the libraries and of the lessons injected into one prompt (the same
+    injection in training and at inference; a library records the one it was trained with)."""
+
+    global_tokens: int = Field(300, ge=1)
+    """The global library at most; it is injected whole into every role's prompt."""
+    private_tokens: int = Field(600, ge=1)
+    """Each role's private library at most; past it the weakest lessons are retired."""
+    inject_tokens: int = Field(300, ge=1)
+    """Private lessons injected into one prompt at most."""
+    inject: Literal["relevant", "all"] = "relevant"
+    """``relevant``: BM25 ranking against the task; ``all``: id order."""
+    inject_global: bool = True
+    """False leaves the global library out of every prompt (the private-only ablation)."""
+
+    def cap(self, library: str) -> int:
+        return self.global_tokens if library == GLOBAL else self.private_tokens
+
+
 class Provenance(Frozen):
     run: str
     epoch: int
@@ -60,6 +79,10 @@ class Provenance(Frozen):
     stage: Literal["edit", "promotion", "budget", "direct"] = "edit"
     """What made the version: the step's edit batch, a promotion pass, a budget retirement, or
     lessons written directly without the loop (the ablation)."""
+    budget: Budget | None = None
+    """The prompt composition the library was trained with; evaluation uses the same."""
+    held_out: str = ""
+    """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
 
 
 class Add(Frozen):
@@ -150,86 +173,152 @@ class Rollout(Frozen):
     answer: str | None
     """The team's final answer as extracted from the transcript."""
     error: str | None = None
-    """Set when the team failed (model error, timeout); the rollout then scores 0."""
+    """Set when the team failed (model error, timeout); the rollout then leaves its group."""
     reward: float = 0.0
 
 
 class Group(Frozen):
     task: Task
     rollouts: list[Rollout]
+    no_majority: bool = False
+    """Without ground truth: no answer had a strict majority, so nothing can be scored."""
+
+    @property
+    def valid(self) -> list[Rollout]:
+        """The rollouts that ran to the end; a failed one (endpoint error, timeout) is not a
+        loser, and leaves the group's statistics."""
+        return [r for r in self.rollouts if r.error is None]
 
     @property
     def rewards(self) -> list[float]:
-        return [r.reward for r in self.rollouts]
+        return [r.reward for r in self.valid]
 
     @property
     def informative(self) -> bool:
-        return len(set(self.rewards)) > 1
+        return not self.no_majority and len(set(self.rewards)) > 1
 
 
 # -- learning outputs (what the model must return, validated) ------------------------------
 
 
-class RoleNote(BaseModel):
+class RoleSteps(BaseModel):
+    """What one role did in one rollout, step by step."""
+
     role: str
-    note: str = Field(max_length=600)
+    steps: list[str] = Field(max_length=24)
+    """One line per step: what the role did, each tool call with its arguments and result."""
+    missed: str = Field("", max_length=800)
+    """Information the role had (a tool result, a teammate's message) and did not use."""
+    errors: str = Field("", max_length=800)
+    """Where the role went wrong, and why; empty when it did not."""
     applied: list[str] = Field(default=[], max_length=16)
-    """Ids of the lessons the trace shows the role following (the summarizer's judgement)."""
+    """Ids of the lessons the trace shows the role following (a description, never evidence)."""
 
 
 class Summary(BaseModel):
-    """A compressed rollout: what each role did and where it went right or wrong."""
+    """A rollout compressed step by step, per role, against the ground truth when known."""
 
-    roles: list[RoleNote] = Field(max_length=8)
-    outcome: str = Field(max_length=600)
+    roles: list[RoleSteps] = Field(max_length=8)
+    outcome: str = Field(max_length=800)
+    """The team's answer against the ground truth, and the step where the rollout was decided."""
 
 
-class ProposedLesson(BaseModel):
-    role: str
-    text: str = Field(min_length=8, max_length=400)
+class AddOperation(Frozen):
+    op: Literal["add"]
+    library: str
+    """A role's name, or ``global`` for a lesson every role should have."""
+    text: str
+    reason: str = ""
+
+
+class ModifyOperation(Frozen):
+    op: Literal["modify"]
+    id: str
+    text: str
+    reason: str = ""
+
+
+class DeleteOperation(Frozen):
+    op: Literal["delete"]
+    id: str
+    reason: str = ""
+
+
+Operation = Annotated[AddOperation | ModifyOperation | DeleteOperation, Field(discriminator="op")]
 
 
 class Advantage(BaseModel):
-    """The semantic advantage of one group: which role made the difference, lessons for it,
-    and why the winners beat the losers. The reason comes last so that a reply cut short by
-    the token limit still carries its lessons."""
+    """The semantic advantage of one group. Its fields come in the order a careful reader
+    reasons: compare first, then judge the current lessons, then decide, then act (a
+    constrained decoder writes them in this order). Operations are validated one by one."""
 
-    decisive_role: str
-    lessons: list[ProposedLesson] = Field(max_length=3)
-    reason: str = Field(max_length=1200)
-
-
-class _StrictEditBatch(BaseModel):
-    model_config = ConfigDict(title="EditBatch")
-    edits: list[Edit] = Field(max_length=16)
+    comparison: str = Field(max_length=3000)
+    """What the winners did that the losers did not, role by role, step by step."""
+    lessons: str = Field("", max_length=1500)
+    """Which current lessons (by id) the winners and the losers followed or ignored, and
+    whether following them helped or hurt here."""
+    deciding_roles: list[str] = Field(max_length=8)
+    operations: list[dict] = Field(max_length=12)
 
 
 class EditBatch(BaseModel):
     """The model's reply to the edit stage. Items are validated one by one, not here, so one
     malformed edit never sinks the others."""
 
-    edits: list[dict] = Field(max_length=16)
+    edits: list[dict] = Field(max_length=24)
 
-    @classmethod
-    def model_json_schema(cls, *args, **kwargs) -> dict:
-        """Advertise the full edit union, for the prompt and for constrained decoding."""
-        return _StrictEditBatch.model_json_schema(*args, **kwargs)
+
+def _ids(ids: tuple[str, ...]) -> object:
+    return Literal[ids] if ids else str  # type: ignore[valid-type]
 
 
 @cache
-def for_roles(schema: type[BaseModel], roles: tuple[str, ...]) -> type[BaseModel]:
-    """``Summary`` or ``Advantage`` with every role field restricted to the team's roles, so
-    constrained decoding cannot invent a role and validation refuses one."""
-    role = Literal[roles]  # type: ignore[valid-type]
-    if schema is Summary:
-        note = create_model("RoleNote", __base__=RoleNote, role=(role, ...))
-        return create_model("Summary", __base__=Summary, roles=(list[note], Field(max_length=8)))
-    if schema is Advantage:
-        lesson = create_model("ProposedLesson", __base__=ProposedLesson, role=(role, ...))
-        return create_model(
-            "Advantage", __base__=Advantage, decisive_role=(role, ...), lessons=(list[lesson], Field(max_length=3))
-        )  # overriding fields keeps their order: decisive_role, lessons, reason
-    raise ValueError(f"no role fields in {schema.__name__}")
+def summary_schema(roles: tuple[str, ...]) -> type[BaseModel]:
+    """``Summary`` with every role field restricted to the team's roles."""
+    steps = create_model("RoleSteps", __base__=RoleSteps, role=(Literal[roles], ...))  # type: ignore[valid-type]
+    return create_model("Summary", __base__=Summary, roles=(list[steps], Field(max_length=8)))
+
+
+def _advertising(base: type[BaseModel], schema: dict) -> type[BaseModel]:
+    """``base`` (what validates a reply) advertising ``schema``, a stricter JSON schema for
+    the prompt and for a constrained decoder."""
+    return type(base.__name__, (base,), {"model_json_schema": classmethod(lambda cls, *args, **kwargs: schema)})
+
+
+@cache
+def advantage_schema(libraries: tuple[str, ...], ids: tuple[str, ...], most: int) -> type[Advantage]:
+    """``Advantage``, advertising roles and lesson ids restricted to those that exist, at most
+    ``most`` operations, and no modify or delete while there is no lesson yet."""
+    add = create_model("AddOperation", __base__=AddOperation, library=(Literal[libraries], ...))  # type: ignore[valid-type]
+    ops: list[type] = [add]
+    if ids:
+        ops += [
+            create_model("ModifyOperation", __base__=ModifyOperation, id=(_ids(ids), ...)),
+            create_model("DeleteOperation", __base__=DeleteOperation, id=(_ids(ids), ...)),
+        ]
+    union = Annotated[Union[tuple(ops)], Field(discriminator="op")]  # noqa: UP007
+    roles = tuple(r for r in libraries if r != GLOBAL)
+    strict = create_model(
+        "Advantage",
+        __base__=Advantage,
+        deciding_roles=(list[Literal[roles]], Field(max_length=len(roles))),  # type: ignore[valid-type]
+        operations=(list[union], Field(max_length=most)),
+    )
+    return _advertising(Advantage, strict.model_json_schema())
+
+
+@cache
+def edit_schema(ids: tuple[str, ...], most: int) -> type[EditBatch]:
+    """``EditBatch``, advertising the edit union with lesson ids restricted to the library's."""
+    ops: list[type] = [Add, Keep]
+    if ids:
+        ops += [
+            create_model("Modify", __base__=Modify, id=(_ids(ids), ...)),
+            create_model("Delete", __base__=Delete, id=(_ids(ids), ...)),
+        ]
+    union = Annotated[Union[tuple(ops)], Field(discriminator="op")]  # noqa: UP007
+    strict = create_model("EditBatch", edits=(list[union], Field(max_length=most)))
+    return _advertising(EditBatch, strict.model_json_schema())
 
 
 # -- usage (what each role applied, and how its rollout fared) ------------------------------
@@ -361,6 +450,12 @@ class StepReport(BaseModel):
     demoted: int = 0
     skipped_groups: int = 0
     """Informative groups whose advantage reply was unusable."""
+    failed_rollouts: int = 0
+    """Rollouts that failed (endpoint error, timeout) and left their group's statistics."""
+    no_majority: int = 0
+    """Groups without ground truth whose answers had no strict majority (nothing to learn)."""
+    refused_operations: list[Rejected] = []
+    """Operations of the step's advantages that could not be used, each with its reason."""
     calls: dict[str, StageCount] = {}
     """Model calls, tokens and failures per stage, for the calls this step made."""
     role_tokens: dict[str, int] = {}

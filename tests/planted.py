@@ -1,7 +1,8 @@
 """A planted-utility world for the promotion tests.
 
 Each planted lesson helps (or hurts) a known set of roles. In a rollout every role applies
-each planted lesson in its prompt with probability 1/2 and cites its id. The log-odds of
+each planted lesson in its prompt with probability 1/2 and says so; the summarizer reports
+what it applied, by id. The log-odds of
 success move by the lesson's effect for each application, centred on the prompt (half the
 effect is taken off for every lesson in a prompt, applied or not), so success stays near
 1/2 however full the libraries get and the evidence never saturates. The learning calls
@@ -28,8 +29,9 @@ HELPS = {
 }
 HARMFUL = "Always answer with the first number that comes to mind."
 ROLES = ("planner", "solver", "verifier")
-LESSON = re.compile(r"^\[([\w-]+/\d{4})\] (.+)$", re.M)
-CITED = re.compile(r"(applied \[[\w-]+/\d{4}\]|skipped) (\w+)")
+LESSON = re.compile(r"^- (.+)$", re.M)
+CITED = re.compile(r"(applied|skipped) (\w+)")
+SHOWN = re.compile(r"^  \[([\w-]+/\d{4})\] (\w+)", re.M)
 
 
 def scenario(n: int = 40) -> Scenario:
@@ -53,10 +55,8 @@ def respond(request: Request) -> str:
         return json.dumps(_learning(request))
     role = re.search(r"You are the (\w+)", request.system).group(1)
     applied = [
-        f"applied [{lesson_id}] {text.split()[0]}"
-        if request.unit(f"apply {role} {lesson_id}") < 0.5
-        else f"skipped {text.split()[0]}"
-        for lesson_id, text in LESSON.findall(request.system)
+        f"applied {text.split()[0]}" if request.unit(f"apply {role} {text}") < 0.5 else f"skipped {text.split()[0]}"
+        for text in LESSON.findall(request.system)
     ]
     if role != "verifier":
         return "; ".join(applied) or "nothing to add"
@@ -78,13 +78,20 @@ def _learning(request: Request) -> dict:
     name = request.schema.__name__
     body = "\n".join(request.messages)
     if name == "Summary":
-        return {"roles": [{"role": r, "note": "took its turn", "applied": []} for r in ROLES], "outcome": "done"}
+        roles = []
+        for section in body.split("\n## ")[1:]:
+            role = section.split("\n", 1)[0].strip()
+            words = {w for verb, w in CITED.findall(section) if verb == "applied"}
+            judged = [lesson_id for lesson_id, first in SHOWN.findall(section) if first in words]
+            roles.append({"role": role, "steps": ["took its turn"], "applied": judged})
+        return {"roles": roles, "outcome": "done"}
     if name == "Advantage":
         texts = [*HELPS]
         picks = [
             (ROLES[int(request.unit(f"r{i}") * 3)], texts[int(request.unit(f"t{i}") * len(texts))]) for i in range(2)
         ]
-        return {"decisive_role": "solver", "reason": "planted", "lessons": [{"role": r, "text": t} for r, t in picks]}
+        ops = [{"op": "add", "library": r, "text": t, "reason": "planted"} for r, t in picks]
+        return {"comparison": "planted", "deciding_roles": ["solver"], "operations": ops}
     if name == "EditBatch":
-        return {"edits": [{"op": "add", "text": t} for t in re.findall(r"^- \([\w-]+\) (.+)$", body, re.M)]}
+        return {"edits": [{"op": "add", "text": t} for t in re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)]}
     raise ValueError(name)

@@ -5,12 +5,12 @@ import random
 
 import pytest
 
-from mas.library.budget import Budget, retirements, tokens
+from mas.library.budget import retirements, tokens
 from mas.library.hierarchy import enforce_budgets
 from mas.library.inject import role_block, select
 from mas.library.store import LibraryStore
 from mas.testing import train_on_fake
-from mas.types import Lesson, Provenance, Version
+from mas.types import Budget, Lesson, Provenance, Version
 
 WORDS = "apples boxes trains carry digits units parentheses fractions percent speed distance hours".split()
 
@@ -30,14 +30,13 @@ def test_injected_lessons_never_exceed_the_budget(size, inject):
     budget = Budget(global_tokens=60, inject_tokens=80, private_tokens=120, inject=inject)
     heads = {"global": library("global", size, 1), "solver": library("solver", size, 2)}
     block = role_block(heads, "solver", task="How many apples fit in the boxes?", budget=budget)
-    shared, _, own = block.text.partition("Your lessons:")
-
-    def lines(text):
-        return [l.split("] ", 1)[1] for l in text.splitlines() if l.startswith("[")]
-
-    assert sum(map(tokens, lines(shared))) <= budget.global_tokens
-    assert sum(map(tokens, lines(own))) <= (budget.inject_tokens if inject == "relevant" else budget.private_tokens)
-    assert lines(own)
+    text = {l.id: l.text for v in heads.values() for l in v.lessons}
+    shared = [text[i] for i in block.shown if i.startswith("global/")]
+    own = [text[i] for i in block.shown if i.startswith("solver/")]
+    assert all(f"- {t}\n" in block.text + "\n" for t in shared + own)
+    assert sum(map(tokens, shared)) <= budget.global_tokens
+    assert sum(map(tokens, own)) <= (budget.inject_tokens if inject == "relevant" else budget.private_tokens)
+    assert own
 
 
 def test_relevant_injection_prefers_lessons_about_the_task():

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mas import paths
+from mas.library.store import LibraryStore
 
 
 def mas(*args, cwd=None):
@@ -75,7 +76,8 @@ def test_library_show_diff_export_rollback(trained):
     markdown = mas("library", "export", str(trained)).stdout
     assert "## solver" in markdown and "solver/0001" in markdown
     block = mas("library", "export", str(trained), "--format", "prompt", "--role", "solver").stdout
-    assert block.startswith("Lessons learned") and "[solver/0001]" in block
+    lesson = LibraryStore(trained).head("solver").lessons[0]
+    assert block.startswith("Lessons learned") and f"- {lesson.text}" in block
     rolled = mas("library", "rollback", str(trained), "solver", "0")
     assert rolled.returncode == 0
     assert "0 lessons" in mas("library", "show", str(trained), "--role", "solver").stdout

@@ -20,7 +20,7 @@ from mas.models.endpoint import Adapted, grammar_safe
 from mas.models.fake import FakeClient
 from mas.models.texttools import action_schema, as_text, parse_action
 from mas.tools import TOOLS
-from mas.types import Advantage, Task, for_roles
+from mas.types import Advantage, Task, advantage_schema
 
 CALCULATOR = TOOLS["calculator"](Task(id="t", question="?"))
 CALC = CALCULATOR.schema
@@ -48,7 +48,7 @@ async def test_openai_spec_needs_a_key(monkeypatch):
 
 
 def test_grammar_safe_drops_string_lengths_only():
-    schema = grammar_safe(for_roles(Advantage, ("planner", "solver")).model_json_schema())
+    schema = grammar_safe(advantage_schema(("global", "planner", "solver"), ("solver/0001",), 2).model_json_schema())
     text = json.dumps(schema)
     assert "maxLength" not in text and "minLength" not in text and "maxItems" in text and '"enum"' in text
 

@@ -3,7 +3,7 @@ import asyncio
 from autogen_core.models import SystemMessage, UserMessage
 
 from mas.models.fake import FakeClient
-from mas.types import Advantage, EditBatch, Summary, for_roles
+from mas.types import advantage_schema, edit_schema, summary_schema
 
 
 def messages(text, system="You are the solver."):
@@ -23,11 +23,11 @@ async def test_reply_is_a_function_of_the_request_even_under_concurrency():
 async def test_structured_defaults_validate():
     client = FakeClient()
     roles = ("planner", "solver", "verifier")
-    for schema in (for_roles(Summary, roles), for_roles(Advantage, roles), EditBatch):
-        result = await client.create(
-            messages("Task: How many apples?\n## solver\n- (solver) Use it."), json_output=schema
-        )
-        schema.model_validate_json(result.content)
+    schemas = (summary_schema(roles), advantage_schema(("global", *roles), (), 2), edit_schema((), 8))
+    for schema in schemas:
+        text = "Task: How many apples?\n## solver\n- add: When counting, use the calculator. (why: it helps)"
+        result = await client.create(messages(text, system="Team:\n- solver: solves."), json_output=schema)
+        assert schema.model_validate_json(result.content)
 
 
 async def test_scripted_responder_and_recorded_settings():

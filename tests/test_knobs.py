@@ -11,9 +11,9 @@ from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, default_respond
 from mas.stages import reward
 from mas.studies.evaluate import evaluate
-from mas.testing import journal, train_on_fake
+from mas.testing import journal, stage, train_on_fake
 from mas.train import train
-from mas.types import EditBatch, Group, Rollout, Task
+from mas.types import Group, Rollout, Task
 
 
 def run(maths, tmp_path, client=None, /, **config):
@@ -105,34 +105,33 @@ def test_ground_truth_off_hides_the_answer_from_the_advantage(maths, tmp_path):
     _, client, *_ = run(maths, tmp_path, tasks=8, ground_truth=False)
     prompts = [r.messages[0] for r in client.requests if r.schema is not None and r.schema.__name__ == "Advantage"]
     assert prompts and all("Correct answer: unknown" in p for p in prompts)
+    assert not any(f"Correct answer: {t.answer}\n" in p for p in prompts for t in maths.tasks)
 
 
 def three_lessons(request):
     if request.schema is not None and request.schema.__name__ == "Advantage":
         n = int(request.unit() * 1000)
-        return json.dumps(
-            {
-                "decisive_role": "solver",
-                "reason": "r",
-                "lessons": [
-                    {"role": "solver", "text": f"When solving task kind {n}-{i}, check twice."} for i in range(3)
-                ],
-            }
-        )
+        ops = [
+            {"op": "add", "library": "solver", "text": f"When solving task kind {n}-{i}, check twice."}
+            for i in range(3)
+        ]
+        return json.dumps({"comparison": "c", "deciding_roles": ["solver"], "operations": ops})
     return default_respond(request)
 
 
-def test_lessons_per_group_caps_proposals(maths, tmp_path):
-    _, client, *_ = run(maths, tmp_path, FakeClient(three_lessons), tasks=8, batch_size=8, lessons_per_group=1)
-    edit = next(r for r in client.requests if r.schema is EditBatch)
+def test_lessons_per_group_caps_proposals_and_reports_the_rest(maths, tmp_path):
+    result, client, *_ = run(maths, tmp_path, FakeClient(three_lessons), tasks=8, batch_size=8, lessons_per_group=1)
+    edit = next(r for r in client.requests if stage("EditBatch")(r))
     informative = sum(1 for r in client.requests if r.schema is not None and r.schema.__name__ == "Advantage")
-    assert edit.messages[0].count("- (solver)") == informative  # one of the three per group
+    assert edit.messages[0].count("- add: ") == informative  # one of the three per group...
+    refused = result.steps[0].refused_operations
+    assert len(refused) == 2 * informative and all("over the limit of 1" in r.reason for r in refused)  # ...and why
 
 
 def test_max_lessons_caps_each_library(maths, tmp_path):
     _, client, store, _ = run(maths, tmp_path, FakeClient(three_lessons), tasks=8, batch_size=8, max_lessons=2)
     assert len(store.head("solver").lessons) == 2
-    assert any("at most 2 lessons" in r.system for r in client.requests if r.schema is EditBatch)
+    assert any("at most 2 lessons" in r.system for r in client.requests if stage("EditBatch")(r))
 
 
 def test_eval_knobs(maths):
@@ -164,9 +163,8 @@ def test_route_global_sends_every_lesson_to_the_global_library(maths, tmp_path):
 
 
 def test_inject_global_off_leaves_the_global_library_out(maths):
-    from mas.library.budget import Budget
     from mas.library.inject import role_block
-    from mas.types import Lesson, Version
+    from mas.types import Budget, Lesson, Version
 
     heads = {
         "global": Version(

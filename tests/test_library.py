@@ -69,7 +69,8 @@ def test_render_block_is_stable_and_global_first():
     )
     shared = Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="G.")])
     block = render_block(shared.lessons, mine.lessons)
-    assert block.text.index("[global/0001]") < block.text.index("[solver/0001]") < block.text.index("[solver/0002]")
+    assert block.text.index("- G.") < block.text.index("- A.") < block.text.index("- B.")
+    assert "/000" not in block.text  # ids are recorded, never shown to the model
     assert block.shown == ["global/0001", "solver/0001", "solver/0002"]
     assert render_block(shared.lessons, list(reversed(mine.lessons))) == block
     assert render_block([], []) == ("", [])

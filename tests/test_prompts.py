@@ -5,12 +5,13 @@ import json
 import pytest
 from autogen_core.models import CreateResult, RequestUsage
 
-from mas.ask import ask, close_truncated
+from mas.ask import ask
 from mas.errors import ModelReplyError
+from mas.library.edits import parse_edits
 from mas.meter import Meter
 from mas.models.fake import FakeClient
 from mas.templates import STAGES, render, template
-from mas.types import EditBatch
+from mas.types import EditBatch, summary_schema
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -23,9 +24,9 @@ def test_every_template_renders(stage, half):
 
 def test_rendering_is_strict():
     with pytest.raises(KeyError, match="missing"):
-        render("edit.user", role="solver")
+        render("edit.user", count=1)
     with pytest.raises(KeyError, match="unused"):
-        render("edit.user", role="solver", library="", proposals="", extra="x")
+        render("edit.user", count=1, max_lessons=8, lessons="", operations="", extra="x")
 
 
 class Scripted(FakeClient):
@@ -42,49 +43,47 @@ class Scripted(FakeClient):
         )
 
 
-VALUES = dict(role="solver", system_role="solver", system_max_lessons=8, library="(none)", proposals="- (solver) x")
+VALUES = dict(
+    system_library="the solver", system_reader="- solver: solves.", system_objective="maths", system_max_lessons=8,
+    count=0, max_lessons=8, lessons="(none)", operations="- add: x",
+)  # fmt: skip
+
+
+async def ask_edit(client, meter=None):
+    return await ask(client, "edit", EditBatch, meter=meter or Meter(), seed=0, temperature=0, max_tokens=50, **VALUES)
 
 
 async def test_ask_counts_and_keeps_the_raw_reply():
     meter = Meter()
     with pytest.raises(ModelReplyError) as caught:
-        await ask(Scripted("sure! here you go"), "edit", EditBatch, meter=meter, seed=0, temperature=0, **VALUES)
+        await ask_edit(Scripted("sure! here you go"), meter)
     assert caught.value.raw == "sure! here you go"
     assert meter.stages["edit"].calls == 1 and meter.stages["edit"].failures == 1
 
 
-async def test_ask_finds_json_in_prose_and_repairs_a_cut_reply():
-    meter = Meter()
+async def test_ask_finds_json_in_prose():
     prose = 'Here: ```json\n{"edits": [{"op": "keep"}]}\n```'
-    assert (await ask(Scripted(prose), "edit", EditBatch, meter=meter, seed=0, temperature=0, **VALUES)).edits == [
-        {"op": "keep"}
-    ]
+    assert (await ask_edit(Scripted(prose))).edits == [{"op": "keep"}]
+
+
+async def test_a_reply_cut_at_the_token_limit_is_refused_not_repaired():
+    """Before: the cut reply was closed and "Check the units before" became a lesson."""
+    meter = Meter()
     cut = '{"edits": [{"op": "add", "text": "Check the units before'
-    batch = await ask(Scripted(cut, finish="length"), "edit", EditBatch, meter=meter, seed=0, temperature=0, **VALUES)
-    assert batch.edits == [{"op": "add", "text": "Check the units before"}]
-    assert meter.stages["edit"].failures == 0
+    with pytest.raises(ModelReplyError, match="cut at the token limit"):
+        await ask_edit(Scripted(cut, finish="length"), meter)
+    assert meter.stages["edit"].failures == 1
 
 
-def test_close_truncated_handles_escapes_and_nesting():
-    assert json.loads(close_truncated('{"a": "x\\"y')) == {"a": 'x"y'}
-    assert json.loads(close_truncated('{"a": ["}", {"b": 1')) == {"a": ["}", {"b": 1}]}
-
-
-async def test_over_long_strings_are_cut_to_their_field():
-    from mas.types import Summary, for_roles
-
-    schema = for_roles(Summary, ("planner", "solver"))
-    reply = json.dumps({"roles": [{"role": "solver", "note": "n" * 900}], "outcome": "o" * 5000})
-    values = dict(question="q", answer="1", reward="1", traces="t")
-    summary = await ask(Scripted(reply), "summary", schema, meter=Meter(), seed=0, temperature=0, **values)
-    assert len(summary.outcome) == 600 and len(summary.roles[0].note) == 600
-    with pytest.raises(ModelReplyError):  # anything else wrong still fails
-        await ask(
-            Scripted(json.dumps({"roles": [{"role": "astronaut", "note": "x" * 900}], "outcome": "o"})),
-            "summary",
-            schema,
-            meter=Meter(),
-            seed=0,
-            temperature=0,
-            **values,
-        )
+async def test_over_long_notes_are_cut_to_their_field_but_lessons_never_are():
+    schema = summary_schema(("planner", "solver"))
+    reply = json.dumps({"roles": [{"role": "solver", "steps": ["s"], "missed": "n" * 900}], "outcome": "o" * 5000})
+    values = dict(system_objective="o", system_team="t", question="q", truth="1", answer="1", reward="1", traces="t")
+    summary = await ask(
+        Scripted(reply), "summary", schema, meter=Meter(), seed=0, temperature=0, max_tokens=50, **values
+    )
+    assert len(summary.outcome) == 800 and len(summary.roles[0].missed) == 800
+    long = "When the sum is large, " + "check every digit again " * 12
+    edits, refused = parse_edits([{"op": "add", "text": long}, {"op": "add", "text": "When adding, carry."}])
+    assert [e.text for e in edits] == ["When adding, carry."]
+    assert "too long" in refused[0].reason and refused[0].edit["text"] == long  # refused whole, never cut

@@ -44,13 +44,8 @@ def test_a_scripted_training_step_makes_exactly_the_learning_calls_expected(math
     """One task, G=2, the solver right once and wrong once: one informative group, so two
     summaries, one advantage and one edit call for the solver, and nothing else."""
     summary = json.dumps({"roles": [{"role": "solver", "note": "computed"}], "outcome": "done"})
-    advantage = json.dumps(
-        {
-            "decisive_role": "solver",
-            "reason": "exact",
-            "lessons": [{"role": "solver", "text": "Compute the sum exactly."}],
-        }
-    )
+    add = {"op": "add", "library": "solver", "text": "Compute the sum exactly.", "reason": "the winner did"}
+    advantage = json.dumps({"comparison": "c", "deciding_roles": ["solver"], "operations": [add]})
     task = maths.tasks[0]
     first = TrainConfig().sampling(f"e0/s0/{task.id}/0")["seed"]
     client = ScriptedClient(

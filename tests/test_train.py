@@ -6,8 +6,7 @@ from collections import Counter
 import pytest
 
 from mas.models.fake import FakeClient, default_respond
-from mas.testing import journal, train_on_fake
-from mas.types import EditBatch
+from mas.testing import journal, stage, train_on_fake
 
 
 def run(maths, tmp_path, client=None, /, **config):
@@ -53,7 +52,7 @@ def crash_at_second_edit_call():
     edits = []
 
     def respond(request):
-        if request.schema is EditBatch:
+        if stage("EditBatch")(request):
             edits.append(request)
             if len(edits) == 2:  # the edit stage of step 1
                 raise Crash()
@@ -84,7 +83,7 @@ def test_a_torn_last_journal_line_is_dropped(maths, tmp_path):
 
 
 def mixed_edits(request):
-    if request.schema is EditBatch:
+    if stage("EditBatch")(request):
         return json.dumps(
             {
                 "edits": [

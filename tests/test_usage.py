@@ -5,7 +5,7 @@ import pytest
 from mas.library import graph
 from mas.library.logs import StepKey, StepLog
 from mas.stages import Context, numeric_advantages, usage_events
-from mas.types import Group, Provenance, RoleNote, RoleTrace, Rollout, Summary, Task, Turn, UsageEvent
+from mas.types import Group, Provenance, RoleSteps, RoleTrace, Rollout, Summary, Task, Turn, UsageEvent
 
 SHOWN = ["global/0001", "solver/0001", "solver/0002"]
 
@@ -26,7 +26,7 @@ def events(group, summaries, *, run, epoch, step):
     return usage_events(ctx, group, summaries)
 
 
-def test_events_keep_cited_and_judged_apart_and_within_the_prompt():
+def test_events_record_what_was_shown_and_judged_within_the_prompt():
     group = Group(
         task=Task(id="t", question="?"),
         rollouts=[
@@ -35,13 +35,12 @@ def test_events_keep_cited_and_judged_apart_and_within_the_prompt():
         ],
     )
     summaries = [
-        Summary(roles=[RoleNote(role="solver", note="n", applied=["solver/0002", "solver/0077"])], outcome="ok"),
-        Summary(roles=[RoleNote(role="solver", note="n", applied=[])], outcome="bad"),
+        Summary(roles=[RoleSteps(role="solver", steps=["n"], applied=["solver/0002", "solver/0077"])], outcome="ok"),
+        Summary(roles=[RoleSteps(role="solver", steps=["n"], applied=[])], outcome="bad"),
     ]
     first, second = events(group, summaries, run="r", epoch=0, step=3)
     assert first.in_prompt == ["global/0001", "solver/0001", "solver/0002"]
-    assert first.cited == ["solver/0001"] and first.judged == ["solver/0002"]  # ids not in the prompt are dropped
-    assert first.applied == ["solver/0001", "solver/0002"]
+    assert first.cited == [] and first.judged == ["solver/0002"]  # ids not in the prompt are dropped
     assert (first.advantage, second.advantage) == (1.0, -1.0) and second.applied == []
 
 

@@ -15,14 +15,13 @@ from rich.table import Table
 from mas import paths
 from mas.errors import UserError
 from mas.library import graph as usage_graph
-from mas.library.budget import Budget
 from mas.library.hierarchy import promote
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
 from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore, diff, export_markdown
 from mas.studies.graph_view import render
-from mas.types import Provenance
+from mas.types import Budget, Provenance
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")

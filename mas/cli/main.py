@@ -13,7 +13,7 @@ import signal
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -24,21 +24,20 @@ from typer.exceptions import TyperException
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command
 from mas.cli.options import field_type, option, settings
-from mas.config import EvalConfig, TrainConfig
+from mas.config import PRESETS, EvalConfig, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
 from mas.errors import UserError
-from mas.library.budget import Budget
 from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.scenario import load_scenario
 from mas.studies.ablate import VARIANTS, ablate
-from mas.studies.evaluate import EvalResult, evaluate
+from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
 from mas.studies.evaluate import compare as compare_results
 from mas.studies.report import write_report
 from mas.studies.transfer import transfer
 from mas.train import train
-from mas.types import StepReport
+from mas.types import Budget, StepReport
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -57,6 +56,16 @@ LibraryOpt = Annotated[
 ]
 Inject = field_type(Budget, "inject")
 Cadence = field_type(PromotionPolicy, "cadence")
+Preset = Annotated[
+    Optional[Literal[tuple(PRESETS)]],  # noqa: UP045
+    typer.Option(help="Named settings; explicit options override them.", show_default=False),
+]
+TestFile = Annotated[
+    Path | None,
+    typer.Option(
+        help="Held-out tasks (JSONL).", show_default="the scenario's test file, else a hash split of its tasks"
+    ),
+]
 Prices = Annotated[Path | None, typer.Option(help="Price table (TOML).", show_default="the shipped examples")]
 
 
@@ -79,6 +88,7 @@ def _main(
 def train_command(
     scenario: ScenarioArg,
     model: Model = "local",
+    preset: Preset = None,
     epochs: int = option(TrainConfig, "epochs"),
     batch_size: int = option(TrainConfig, "batch_size"),
     group_size: int = option(TrainConfig, "group_size"),
@@ -98,6 +108,7 @@ def train_command(
     promote_every: Cadence = option(PromotionPolicy, "cadence", "--promote-every"),
     seed: int = option(TrainConfig, "seed"),
     library: LibraryOpt = None,
+    test_file: TestFile = None,
     run_dir: Annotated[
         Path | None,
         typer.Option(help="Run directory; an existing one is resumed.", show_default="runs/SCENARIO-TIME"),
@@ -106,14 +117,15 @@ def train_command(
     api_key: ApiKey = None,
 ) -> None:
     """Train the role libraries of SCENARIO with Training-Free GRPO."""
-    spec = load_scenario(scenario)
+    spec = load_scenario(scenario, test_file=test_file)
     config = settings(
-        TrainConfig, {"budget": "--inject", "promotion": "--promote-every"},
+        train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=ground_truth, budget_usd=budget_usd,
         call_timeout=call_timeout, retries=retries,
-        budget=Budget(inject=inject), promotion=PromotionPolicy(cadence=promote_every),
+        budget=Budget(inject=inject) if inject else None,
+        promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
     price = price_for(model, prices)
     store = LibraryStore(library or paths.library_file(spec.name))
@@ -158,6 +170,7 @@ def eval_command(
         None, help="A second library file, evaluated on the same tasks and seeds (A/B)."
     ),
     no_library: bool = typer.Option(False, "--no-library", help="Only the baseline, no library."),
+    test_file: TestFile = None,
     prices: Prices = None,
     temperature: float = option(EvalConfig, "temperature"),
     max_tokens: int = option(EvalConfig, "max_tokens"),
@@ -169,35 +182,43 @@ def eval_command(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Mean@k and Pass@k without and with libraries, on the same tasks and seeds."""
-    spec = load_scenario(scenario)
+    """Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds.
+
+    Each library is evaluated with the prompt composition it was trained with, and a task any
+    of them was trained on is refused."""
+    spec = load_scenario(scenario, test_file=test_file)
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
         call_timeout=call_timeout, retries=retries,
     )  # fmt: skip
     price = price_for(model, prices)
-    runs: list[tuple[str, dict | None]] = [("none", None)]
-    if not no_library:
-        path = library or paths.library_file(spec.name)
-        if library and not path.exists():
-            raise UserError(f"{path}: no such library file")
-        runs.append((str(path), LibraryStore(path).heads()))
-    if compare is not None:
-        if not compare.exists():
-            raise UserError(f"{compare}: no such library file")
-        runs.append((str(compare), LibraryStore(compare).heads()))
+    scored = spec.held_out[: config.tasks]
+    if not scored:
+        raise UserError(f"{spec.name}: no held-out tasks to score (give a --test-file)")
+    runs: list[tuple[str, dict | None, EvalConfig]] = [("none", None, config)]
+    paths_given = [] if no_library else [(library or paths.library_file(spec.name), library is not None)]
+    paths_given += [(compare, True)] if compare is not None else []
+    for path, named in paths_given:
+        if not path.exists():
+            if named:
+                raise UserError(f"{path}: no such library file")
+            continue
+        store = LibraryStore(path)
+        check_held_out(scored, store)
+        runs.append((str(path), store.heads(), library_config(config, store)))
 
     async def main():
         async with open_client(
             model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries
         ) as client:
             results = []
-            for label, heads in runs:
+            for label, heads, run_config in runs:
                 with _progress() as bar:
-                    job = bar.add_task(f"eval ({Path(label).name})", total=len(spec.held_out[: config.tasks]))
+                    job = bar.add_task(f"eval ({Path(label).name})", total=len(scored))
                     done = await evaluate(
-                        spec, client=client, heads=heads, config=config, on_task=lambda s, job=job: bar.advance(job)
-                    )
+                        spec, client=client, heads=heads, config=run_config,
+                        on_task=lambda s, job=job: bar.advance(job),
+                    )  # fmt: skip
                     results.append(done)
             return results
 
@@ -205,11 +226,11 @@ def eval_command(
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
         return
-    table = Table("", *(Path(label).name for label, _ in runs))
+    table = Table("", *(Path(label).name for label, _, _ in runs))
     table.add_row("injected", *(r.library for r in results))
-    table.add_row(f"Mean@{k}", *(str(r.mean_at_k) for r in results))
-    table.add_row(f"Pass@{k}", *(str(r.pass_at_k) for r in results))
-    table.add_row("vs none (paired)", "", *(str(compare_results(r, results[0], seed=seed)) for r in results[1:]))
+    table.add_row(f"Mean@{config.k}", *(str(r.mean_at_k) for r in results))
+    table.add_row(f"Pass@{config.k}", *(str(r.pass_at_k) for r in results))
+    table.add_row("vs none (paired)", "", *(str(compare_results(r, results[0], seed=config.seed)) for r in results[1:]))
     for role in spec.role_names:
         table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
     for role in spec.role_names:
@@ -217,7 +238,9 @@ def eval_command(
     if price.known:
         table.add_row("cost $", *(f"{sum(stage_costs(r.calls, price).values()):.4f}" for r in results))
     out.print(table)
-    out.print(f"{len(results[0].tasks)} held-out tasks, k={k}; per rollout; [95% bootstrap interval over tasks]")
+    out.print(
+        f"{len(results[0].tasks)} held-out tasks ({spec.split}), k={config.k}; per rollout; [95% bootstrap interval over tasks]"
+    )
 
 
 @app.command("transfer")
@@ -227,6 +250,7 @@ def transfer_command(
     k: int = option(EvalConfig, "k"),
     tasks: int | None = option(EvalConfig, "tasks", help="The first N held-out tasks."),
     library: LibraryOpt = None,
+    test_file: TestFile = None,
     concurrency: int = option(EvalConfig, "concurrency"),
     seed: int = option(EvalConfig, "seed"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
@@ -234,12 +258,14 @@ def transfer_command(
     api_key: ApiKey = None,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons."""
-    spec = load_scenario(scenario)
+    spec = load_scenario(scenario, test_file=test_file)
     path = library or paths.library_file(spec.name)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
-    heads = LibraryStore(path).heads()
-    config = settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed)
+    store = LibraryStore(path)
+    heads = store.heads()
+    config = library_config(settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed), store)
+    check_held_out(spec.held_out[: config.tasks], store)
 
     async def main():
         async with open_client(model, base_url=base_url, api_key=api_key) as client:
@@ -397,3 +423,7 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -20,15 +20,20 @@ from mas.errors import UserError
 
 
 def option(model: type[BaseModel], name: str, *flags: str, help: str | None = None, **extra: Any) -> Any:
-    """A ``typer.Option`` for ``model``'s field ``name``."""
+    """A ``typer.Option`` for ``model``'s field ``name``. Its value is None unless given, so
+    that a preset can fill what the command line leaves out; help shows the field's default."""
     field = model.model_fields[name]
+    if field.default is not None:
+        extra.setdefault(
+            "show_default", str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+        )
     bounds: dict[str, Any] = {}
     for constraint in field.metadata:
         if getattr(constraint, "ge", None) is not None:
             bounds["min"] = constraint.ge
         if getattr(constraint, "le", None) is not None:
             bounds["max"] = constraint.le
-    return typer.Option(field.default, *flags, help=help or _first_sentence(field.description), **bounds, **extra)
+    return typer.Option(None, *flags, help=help or _first_sentence(field.description), **bounds, **extra)
 
 
 def field_type(model: type[BaseModel], name: str) -> Any:
@@ -37,10 +42,11 @@ def field_type(model: type[BaseModel], name: str) -> Any:
     return model.model_fields[name].annotation
 
 
-def settings(model: type[BaseModel], flags: dict[str, str] | None = None, **values: Any) -> Any:
-    """``model(**values)``; a value out of bounds is a ``UserError`` naming its option."""
+def settings(make: Any, flags: dict[str, str] | None = None, **values: Any) -> Any:
+    """``make(**values)`` for the values given (not None); a value out of bounds is a
+    ``UserError`` naming its option."""
     try:
-        return model(**values)
+        return make(**{k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""

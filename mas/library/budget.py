@@ -9,29 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
 
-from pydantic import Field
-
-from mas.types import GLOBAL, Delete, Frozen, Version
+from mas.types import Delete, Version
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-class Budget(Frozen):
-    global_tokens: int = Field(300, ge=1)
-    """The global library at most; it is injected whole into every role's prompt."""
-    private_tokens: int = Field(600, ge=1)
-    """Each role's private library at most; past it the weakest lessons are retired."""
-    inject_tokens: int = Field(300, ge=1)
-    """Private lessons injected into one prompt at most."""
-    inject: Literal["relevant", "all"] = "relevant"
-    """``relevant``: BM25 ranking against the task; ``all``: id order."""
-    inject_global: bool = True
-    """False leaves the global library out of every prompt (the private-only ablation)."""
-
-    def cap(self, library: str) -> int:
-        return self.global_tokens if library == GLOBAL else self.private_tokens
 
 
 def tokens(text: str) -> int:

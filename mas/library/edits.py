@@ -1,34 +1,76 @@
 """Libraries as values: validating and applying a batch of edits.
 
 A library is one ``Version`` (see ``types.py``). Applying edits never mutates it: it returns
-the next version plus the edits that were refused, each with its reason. An edit batch is
-applied in order, so a ``modify`` may refer to a lesson the same batch added earlier only by
-its id once that id exists; ids are never reused.
+the next version plus the edits that were refused, each with its reason. A batch is applied
+deletes first, then modifies, then adds, so a full library makes room before it grows, and
+ids are never reused.
+
+A lesson text a model wrote is refused, never cut, when it is too short or too long: a cut
+lesson is half a sentence.
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import TypeAdapter, ValidationError
 
 from mas.types import Add, Delete, Edit, Keep, Lesson, Modify, Provenance, Rejected, Version
 
+MAX_WORDS = 40
+"""Words a lesson may have (prompts ask for at most 32)."""
+MAX_CHARS = 400
+MIN_CHARS = 8
+
 _edit = TypeAdapter(Edit)
 
 
-def parse_edits(items: list) -> tuple[list[Edit], list[Rejected]]:
-    """Validate each proposed edit on its own: one bad item never sinks the batch."""
-    edits, rejected = [], []
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a lesson as it is (too short or too long), or None."""
+    words, chars = len(text.split()), len(text.strip())
+    if chars < MIN_CHARS:
+        return f"lesson too short ({chars} characters; at least {MIN_CHARS})"
+    if chars > MAX_CHARS or words > MAX_WORDS:
+        return f"lesson too long ({words} words, {chars} characters; at most {MAX_WORDS} words, {MAX_CHARS} characters)"
+    return None
+
+
+def parse_items(items: list, adapter: TypeAdapter) -> tuple[list, list[Rejected]]:
+    """Validate each proposed item on its own: one bad item never sinks the batch. An item
+    whose lesson text is too short or too long is refused with its reason."""
+    parsed, rejected = [], []
     for item in items:
         try:
-            edits.append(_edit.validate_python(item))
+            value = adapter.validate_python(item)
         except ValidationError as exc:
-            reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'edit'}: {e['msg']}" for e in exc.errors())
+            reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'item'}: {e['msg']}" for e in exc.errors())
             rejected.append(Rejected(edit=item if isinstance(item, dict) else str(item), reason=reason))
-    return edits, rejected
+            continue
+        problem = text_problem(value.text) if hasattr(value, "text") else None
+        if problem:
+            rejected.append(Rejected(edit=value.model_dump(mode="json"), reason=problem))
+        else:
+            parsed.append(value)
+    return parsed, rejected
+
+
+def parse_edits(items: list) -> tuple[list[Edit], list[Rejected]]:
+    return parse_items(items, _edit)
 
 
 def lesson_id(library: str, number: int) -> str:
     return f"{library}/{number:04d}"
+
+
+def strip_lesson_ids(text: str, libraries: list[str]) -> str:
+    """``text`` without the ids of lessons of ``libraries`` (``solver/0003``, ``[solver/0003]``):
+    an id a role writes must never become part of an answer.
+
+    >>> strip_lesson_ids("ANSWER: Paris [searcher/0002]", ["global", "searcher"])
+    'ANSWER: Paris '
+    """
+    names = "|".join(re.escape(name) for name in libraries)
+    return re.sub(rf"\[?\b(?:{names})/\d{{4}}\b\]?", "", text) if names else text
 
 
 def apply(
@@ -51,7 +93,7 @@ def apply(
     """
     lessons = {lesson.id: lesson for lesson in version.lessons}
     next_id, applied, rejected = version.next_id, [], []
-    for edit in edits:
+    for edit in sorted(edits, key=lambda e: _ORDER[type(e)]):
         reason = _refusal(edit, lessons, shared)
         if not reason and isinstance(edit, Add) and limit is not None and len(lessons) >= limit:
             reason = f"library is full ({limit} lessons): modify or delete instead"
@@ -78,6 +120,10 @@ def apply(
         provenance=provenance,
     )
     return new_version, rejected
+
+
+_ORDER = {Delete: 0, Modify: 1, Add: 2, Keep: 3}
+"""Deletes first, then modifies, then adds: room is made before anything is added."""
 
 
 def _refusal(edit: Edit, lessons: dict[str, Lesson], shared: list[Lesson]) -> str | None:

@@ -9,12 +9,12 @@ already there.
 from __future__ import annotations
 
 from mas.library import graph as usage_graph
-from mas.library.budget import Budget, retirements, tokens
+from mas.library.budget import retirements, tokens
 from mas.library.edits import apply
 from mas.library.logs import SideFiles, StepKey
 from mas.library.promotion import PromotionPolicy, execute, plan
 from mas.library.store import LibraryStore
-from mas.types import GLOBAL, PromotionMove, Provenance, QuarantineItem, UsageEvent, Version
+from mas.types import GLOBAL, Budget, PromotionMove, Provenance, QuarantineItem, UsageEvent, Version
 
 
 def step_key(provenance: Provenance) -> StepKey:

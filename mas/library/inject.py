@@ -18,8 +18,8 @@ from typing import NamedTuple
 import bm25s
 import numpy as np
 
-from mas.library.budget import Budget, tokens
-from mas.types import GLOBAL, Lesson, Version
+from mas.library.budget import tokens
+from mas.types import GLOBAL, Budget, Lesson, Version
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
@@ -94,26 +94,30 @@ def _index(library: str, number: int, texts: tuple[str, ...]) -> bm25s.BM25:
 
 
 class Block(NamedTuple):
-    """The lesson block of one prompt: its text, and the ids of the lessons in it (recorded
-    on the role's trace, so nothing ever reads them back out of the text)."""
+    """The lesson block of one prompt: its text, and the ids of the lessons in it, recorded on
+    the role's trace (ids are never shown to the model, so it cannot write them into an
+    answer, and nothing ever reads them back out of the text)."""
 
     text: str
     shown: list[str]
 
 
+HEADER = "Lessons learned from earlier tasks of this kind; follow them when they apply."
+
+
 def render_block(shared: list[Lesson], own: list[Lesson]) -> Block:
-    """The exact text placed in a role's system message: global lessons, then the role's own,
-    each in id order, so the prefix is identical across calls and provider prompt caching can
-    reuse it; training and inference both build it here."""
+    """The exact text placed in a role's system message: the global lessons, then the role's
+    own, each in id order, so the prefix is identical across calls and provider prompt caching
+    can reuse it; training and inference both build it here."""
     sections, shown = [], []
-    for title, lessons in (("Shared lessons", shared), ("Your lessons", own)):
+    for title, lessons in (("For the whole team:", shared), ("For your role:", own)):
         if lessons:
             ordered = sorted(lessons, key=lambda lesson: lesson.id)
             shown += [lesson.id for lesson in ordered]
-            sections.append(f"{title}:\n" + "\n".join(f"[{lesson.id}] {lesson.text}" for lesson in ordered))
+            sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in ordered))
     if not sections:
         return Block("", [])
-    return Block("Lessons learned from earlier tasks (cite the ids you apply):\n" + "\n\n".join(sections), shown)
+    return Block(HEADER + "\n" + "\n".join(sections), shown)
 
 
 def role_block(heads: dict[str, Version], role: str, *, task: str | None = None, budget: Budget = Budget()) -> Block:

@@ -25,7 +25,7 @@ from tinydb.storages import Storage
 
 from mas.errors import UserError
 from mas.library.logs import SideFiles
-from mas.types import GLOBAL, SCHEMA_VERSION, Version
+from mas.types import GLOBAL, SCHEMA_VERSION, Budget, Version
 
 TABLE = "versions"
 
@@ -209,6 +209,17 @@ class LibraryStore:
             and (v.provenance.run, v.provenance.epoch, v.provenance.step, v.provenance.stage)
             == (run, epoch, step, stage)
             for v in self._load()
+        )
+
+    def trained_on(self) -> set[str]:
+        """The ids of every task any training step of these libraries learned from."""
+        return {i for v in self._load() if v.provenance and v.provenance.stage == "edit" for i in v.provenance.task_ids}
+
+    def composition(self) -> Budget | None:
+        """The prompt composition (injection and budgets) the libraries were last trained with."""
+        recorded = [v for v in self._load() if v.provenance and v.provenance.budget]
+        return (
+            max(recorded, key=lambda v: (v.provenance.epoch, v.provenance.step)).provenance.budget if recorded else None
         )
 
     # -- writing -------------------------------------------------------------------------

@@ -138,7 +138,8 @@ def _request(messages, tools, json_output, extra) -> Request:
 
 _EXPRESSION = re.compile(r"[\d(][\d\s+\-*/().]*[+\-*/][\d\s+\-*/().]*\d\)?")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_LESSON = re.compile(r"^\[([\w-]+/\d{4})\]", re.M)
+_LESSON = re.compile(r"^- (?=\S)", re.M)
+"""A lesson line of a role's system message (``mas.library.inject.render_block``)."""
 
 
 def default_respond(request: Request) -> Reply:
@@ -148,11 +149,10 @@ def default_respond(request: Request) -> Reply:
     role = _role(request.system)
     if role == "solver":
         return _solve(request, task)
-    cited = "".join(f" Applying [{i}]." for i in _LESSON.findall(request.system) if request.unit(i) < 0.5)
     if role == "verifier":
         numbers = _NUMBER.findall(" ".join(request.messages[1:]) or task)
-        return f"The solver's work checks out.{cited} ANSWER: {numbers[-1] if numbers else 0}"
-    return f"Plan: find the numbers in the question, write the arithmetic, compute it with the calculator.{cited}"
+        return f"The solver's work checks out. ANSWER: {numbers[-1] if numbers else 0}"
+    return "Plan: find the numbers in the question, write the arithmetic, compute it with the calculator."
 
 
 def _role(system: str) -> str:
@@ -179,29 +179,30 @@ def _solve(request: Request, task: str) -> Reply:
 def _structured(request: Request) -> dict:
     name = request.schema.__name__
     body = "\n".join(request.messages)
-    roles = re.findall(r"^## (\w+)", body, re.M) or ["solver"]
     if name == "Summary":
+        roles = re.findall(r"^## (\w+)", body, re.M) or ["solver"]
         return {
-            "roles": [{"role": r, "note": f"{r} took its turn."} for r in roles],
+            "roles": [{"role": r, "steps": [f"{r} took its turn."]} for r in roles],
             "outcome": "correct" if "reward 1" in body else "wrong",
         }
     if name == "Advantage":
-        listed = re.search(r"^Roles: (.+)$", body, re.M)
-        team = listed.group(1).split(", ") if listed else ["solver"]
+        team = re.findall(r"^- (\w+): ", request.system, re.M) or ["solver"]
         role = "solver" if "solver" in team else team[-1]
+        text = f"When the task is about {_topic(body)}, pass the exact expression to the calculator."
         return {
-            "reason": "The winners computed the expression exactly as written.",
-            "decisive_role": role,
-            "lessons": [
-                {
-                    "role": role,
-                    "text": f"When the task is about {_topic(body)}, pass the exact expression to the calculator.",
-                }
-            ],
+            "comparison": "The winners computed the expression exactly as written; the losers added a term.",
+            "lessons": "No current lesson covers this.",
+            "deciding_roles": [role],
+            "operations": [{"op": "add", "library": role, "text": text, "reason": "the winners did this"}],
         }
     if name == "EditBatch":
-        proposed = re.findall(r"^- \(([\w-]+)\) (.+)$", body, re.M)
-        return {"edits": [{"op": "add", "text": text} for _, text in proposed[:3]] or [{"op": "keep"}]}
+        edits = [{"op": "add", "text": text} for text in re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)]
+        edits += [
+            {"op": "modify", "id": i, "text": t}
+            for i, t in re.findall(r"^- modify \[(\S+)\] to: (.+?)(?: \(why: .*\))?$", body, re.M)
+        ]
+        edits += [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
+        return {"edits": edits[:3] or [{"op": "keep"}]}
     if name == "DirectLessons":
         role = _role(request.system)
         return {

@@ -16,16 +16,15 @@ from mas.ask import ask
 from mas.config import EvalConfig, TrainConfig
 from mas.cost import Price, stage_costs
 from mas.errors import EndpointError, ModelReplyError
-from mas.library.budget import Budget
 from mas.library.edits import apply, parse_edits
 from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.scenario import Scenario
-from mas.studies.evaluate import compare, evaluate
+from mas.studies.evaluate import check_held_out, compare, evaluate, library_config
 from mas.studies.stats import Estimate
 from mas.train import train
-from mas.types import DirectLessons, Provenance
+from mas.types import Budget, DirectLessons, Provenance
 
 OFF = PromotionPolicy(cadence="off")
 VARIANTS: dict[str, dict | str | None] = {
@@ -79,7 +78,8 @@ async def ablate(
             )  # fmt: skip
             cost = done.cost_usd
         heads = store.heads() if change is not None else None
-        result = await evaluate(scenario, client=client, heads=heads, config=_eval_config(eval_config, change))
+        check_held_out(scenario.held_out[: eval_config.tasks], store)
+        result = await evaluate(scenario, client=client, heads=heads, config=library_config(eval_config, store))
         results[name] = result
         cost += sum(stage_costs(result.calls, price).values())
         base = results.get("no library", result)
@@ -88,13 +88,6 @@ async def ablate(
             Row(variant=name, mean_at_k=result.mean_at_k, delta=compare(result, base), lessons=lessons, cost_usd=cost)
         )
     return rows
-
-
-def _eval_config(config: EvalConfig, change) -> EvalConfig:
-    """Evaluate each variant with the injection it was trained with."""
-    if isinstance(change, dict) and "budget" in change:
-        return config.model_copy(update={"budget": change["budget"]})
-    return config
 
 
 async def _direct(scenario: Scenario, client, store: LibraryStore, config: TrainConfig, price: Price) -> float:
@@ -108,6 +101,7 @@ async def _direct(scenario: Scenario, client, store: LibraryStore, config: Train
         try:
             reply = await ask(
                 client, "direct", DirectLessons, meter=meter, seed=config.seed, temperature=config.learning_temperature,
+                max_tokens=200 + 60 * config.max_lessons,
                 system_role=role.name, system_description=role.description, system_count=config.max_lessons,
                 examples=examples,
             )  # fmt: skip

@@ -15,6 +15,8 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas.config import EvalConfig
+from mas.errors import UserError
+from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.wrappers import Limited
 from mas.scenario import Scenario
@@ -118,3 +120,22 @@ def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> Estimate:
 def describe(heads: dict[str, Version]) -> str:
     parts = [f"{name} v{v.number} ({len(v.lessons)})" for name, v in sorted(heads.items()) if v.lessons]
     return ", ".join(parts) or "none"
+
+
+def check_held_out(tasks: list[Task], store: LibraryStore) -> None:
+    """Refuse to score a task the libraries of ``store`` were trained on."""
+    seen = store.trained_on() & {t.id for t in tasks}
+    if seen:
+        raise UserError(
+            f"{store.path}: {len(seen)} of the {len(tasks)} tasks to score were used to train it "
+            f"(e.g. {sorted(seen)[0]!r}); score held-out tasks (--test-file)"
+        )
+
+
+def library_config(config: EvalConfig, store: LibraryStore) -> EvalConfig:
+    """``config`` with the prompt composition the library was trained with, unless the caller
+    set one explicitly."""
+    recorded = store.composition()
+    if recorded is None or "budget" in config.model_fields_set:
+        return config
+    return config.model_copy(update={"budget": recorded})
