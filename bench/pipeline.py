@@ -26,8 +26,7 @@ from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mas.config import TrainConfig
-from mas.library.promotion import PromotionPolicy
+from mas.config import PromotionPolicy, TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.scenario import load_scenario

@@ -8,13 +8,46 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mas.library.promotion import PromotionPolicy
-from mas.types import Budget
+from mas.types import Budget, Frozen
 
 
 def seed_of(*parts: object) -> int:
     """A seed derived from ``parts`` (the run's seed, a stage, a key): stable across runs."""
     return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+class ExposurePolicy(Frozen):
+    """How lessons are shown at random to part of a group's rollouts, so that each group
+    measures what they do (``mas.library.exposure``)."""
+
+    share: float = Field(0.5, gt=0, lt=1)
+    """Share of a group's rollouts shown a lesson under evaluation."""
+    retest: float = Field(0.3, ge=0, le=1)
+    """Chance per step that a lesson which has shown it helps is evaluated again."""
+    trials: int = Field(3, ge=0)
+    """Lessons of other roles shown to each role as transfer trials at once (0: no trials)."""
+    off: bool = False
+    """Show every injected lesson to every rollout: no evidence is gathered."""
+
+
+class PromotionPolicy(Frozen):
+    """When the evidence moves lessons: promotion to the global library, demotion, pruning
+    (``mas.library.promotion``)."""
+
+    min_roles: int = Field(2, ge=1)
+    """k: roles a lesson must be shown to help before it is promoted."""
+    min_tasks: int = Field(5, ge=2)
+    """Tasks of randomized contrasts a role needs before its bounds decide anything."""
+    alpha: float = Field(0.05, gt=0, lt=0.5)
+    """One-sided level of each bound, spent across the passes (look t gets alpha 6/(pi t)^2)."""
+    margin: float = Field(0.02, ge=0)
+    """A lesson whose upper bound on its effect falls below this leaves the prompt."""
+    max_tasks: int = Field(100, ge=2)
+    """A lesson not shown to help after this many tasks of contrasts leaves the prompt."""
+    overlap: float = Field(0.3, gt=0, le=1)
+    """Share of shared content words above which two lessons are checked for equivalence."""
+    cadence: Literal["epoch", "step", "off"] = "epoch"
+    """When training runs a promotion pass."""
 
 
 class RolloutConfig(BaseModel):
@@ -59,7 +92,7 @@ class TrainConfig(RolloutConfig):
     """Reorder the tasks each epoch (seeded, so a resumed run sees the same order)."""
 
     # -- rollouts
-    group_size: int = Field(3, ge=1)
+    group_size: int = Field(5, ge=1)
     """G: team rollouts per task (the paper uses 5 for maths, 3 for web search)."""
     budget_usd: float | None = Field(None, gt=0)
     """Stop cleanly after the step that brings the run's cost to this many dollars."""
@@ -78,8 +111,10 @@ class TrainConfig(RolloutConfig):
     """Where proposed lessons go: the library of the role they name, or all to the global one."""
 
     # -- the hierarchy
+    exposure: ExposurePolicy = ExposurePolicy()
+    """How lessons are shown to part of each group, to measure what they do."""
     promotion: PromotionPolicy = PromotionPolicy()
-    """When lessons move to the global library, and back."""
+    """When lessons move to the global library, and back, and when they leave."""
 
 
 class EvalConfig(RolloutConfig):

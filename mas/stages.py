@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,10 @@ from mas.ask import ask
 from mas.config import TrainConfig, seed_of
 from mas.errors import EndpointError, ModelReplyError
 from mas.journal import Journal
+from mas.library import exposure
 from mas.library.budget import tokens
 from mas.library.edits import apply, parse_edits, parse_items
+from mas.library.inject import injected
 from mas.meter import Meter
 from mas.scenario import Scenario
 from mas.screen import screen
@@ -37,6 +40,7 @@ from mas.types import (
     Advantage,
     DeleteOperation,
     Edit,
+    Effect,
     Group,
     Lesson,
     ModifyOperation,
@@ -68,6 +72,10 @@ class Context:
     meter: Meter
     heads: dict[str, Version]
     provenance: Provenance
+    effects: dict[tuple[str, str], Effect] = field(default_factory=dict)
+    """The randomized evidence so far, per (role, lesson): what exposure plans with."""
+    same: Callable[[Lesson, Lesson], bool] = lambda a, b: False
+    """Lessons judged to say the same thing (so far): no trial of what a role already has."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
 
@@ -90,7 +98,9 @@ class Context:
 
 
 async def rollout(ctx: Context, task: Task) -> Group:
-    """G team runs of one task, concurrently; finished rollouts come from the journal."""
+    """G team runs of one task, concurrently, each showing each role the lessons its
+    randomized exposure chose; finished rollouts come from the journal."""
+    plans = {role: exposures(ctx, task, role) for role in ctx.scenario.role_names}
 
     async def one(index: int) -> Rollout:
         key = f"{ctx.prefix}/{task.id}/{index}"
@@ -99,12 +109,26 @@ async def rollout(ctx: Context, task: Task) -> Group:
         result = await run_rollout(
             ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=ctx.config.sampling(key),
             timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
+            exposures={role: plan[index] for role, plan in plans.items()},
         )  # fmt: skip
         await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
         return result
 
     rollouts = await asyncio.gather(*(one(i) for i in range(ctx.config.group_size)))
     return Group(task=task, rollouts=list(rollouts))
+
+
+def exposures(ctx: Context, task: Task, role: str) -> list[exposure.RoleExposure]:
+    """Per rollout of the task's group, what ``role``'s prompt shows (``mas.library.exposure``)."""
+    shared, own = injected(ctx.heads, role, task=task.question, budget=ctx.config.budget)
+    policy = ctx.config.promotion
+    trials = exposure.trial_lessons(
+        role, ctx.heads, ctx.effects, most=ctx.config.exposure.trials, min_tasks=policy.min_tasks, same=ctx.same
+    )
+    return exposure.plan(
+        [l.id for l in shared + own], trials, role=role, effects=ctx.effects, policy=ctx.config.exposure,
+        min_tasks=policy.min_tasks, group_size=ctx.config.group_size, key=(ctx.config.seed, ctx.prefix, task.id),
+    )  # fmt: skip
 
 
 def reward(scenario: Scenario, group: Group, *, ground_truth: bool) -> Group:
@@ -280,9 +304,9 @@ def apply_edits(ctx: Context, library: str, edits: list[Edit], rejected: list[Re
 
 
 def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) -> list[UsageEvent]:
-    """One event per valid rollout and role: the lessons its prompt showed (recorded on its
-    trace), the ones the summarizer judged it applied (a description only, limited to the
-    lessons it was shown), the reward and the numeric advantage within the group."""
+    """One event per valid rollout and role: the lessons its prompt showed and those whose
+    showing was randomized (both recorded on its trace), the ones the summarizer judged it
+    applied (a description only), the reward and the numeric advantage within the group."""
     p = ctx.provenance
     judged = {r.index: {n.role: n.applied for n in s.roles} for r, s in zip(group.valid, summaries or [])}
     out = []
@@ -296,7 +320,8 @@ def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) ->
                     task_id=group.task.id,
                     rollout=r.index,
                     role=t.role,
-                    in_prompt=t.shown,
+                    shown=t.shown,
+                    randomized=t.randomized,
                     judged=sorted(set(judged.get(r.index, {}).get(t.role, [])) & set(t.shown)),
                     reward=r.reward,
                     advantage=round(adv, 6),

@@ -21,6 +21,7 @@ from autogen_agentchat.teams import BaseGroupChat, RoundRobinGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient
 
+from mas.library.exposure import RoleExposure
 from mas.library.inject import role_block
 from mas.meter import Meter
 from mas.models.wrappers import Seeded
@@ -30,16 +31,27 @@ from mas.types import Budget, RoleTrace, Rollout, Task, ToolCall, Turn, Version
 
 
 class Prompt(NamedTuple):
-    """A role's system message, and the ids of the lessons rendered into it."""
+    """A role's system message, the ids of the lessons rendered into it, and the ids of those
+    whose showing was randomized in this rollout's group."""
 
     text: str
     shown: list[str]
+    randomized: list[str] = []
 
 
-def compose(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> Prompt:
-    """The role's prompt then its lesson block: the same text in training and at inference."""
-    block = role_block(heads, role.name, task=task, budget=budget)
-    return Prompt(role.system_prompt.strip() + (f"\n\n{block.text}" if block.text else ""), block.shown)
+def compose(
+    role: Role,
+    heads: dict[str, Version],
+    *,
+    task: str | None = None,
+    budget: Budget = Budget(),
+    exposure: RoleExposure | None = None,
+) -> Prompt:
+    """The role's prompt then its lesson block: the same text in training and at inference
+    (training may withhold lessons under evaluation, and add transfer trials: ``exposure``)."""
+    block = role_block(heads, role.name, task=task, budget=budget, exposure=exposure)
+    randomized = list(exposure.randomized) if exposure else []
+    return Prompt(role.system_prompt.strip() + (f"\n\n{block.text}" if block.text else ""), block.shown, randomized)
 
 
 def system_message(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> str:
@@ -77,9 +89,14 @@ async def run_rollout(
     timeout: float,
     meter: Meter,
     budget: Budget = Budget(),
+    exposures: dict[str, RoleExposure] | None = None,
 ) -> Rollout:
     """One run of the whole team on ``task``. Never raises for model or team failures."""
-    prompts = {role.name: compose(role, heads, task=task.question, budget=budget) for role in scenario.roles}
+    exposures = exposures or {}
+    prompts = {
+        role.name: compose(role, heads, task=task.question, budget=budget, exposure=exposures.get(role.name))
+        for role in scenario.roles
+    }
     texts = {name: prompt.text for name, prompt in prompts.items()}
     seeded = Seeded(client, settings=settings, meter=meter)
     team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
@@ -144,6 +161,7 @@ def split_traces(messages: list, prompts: dict[str, Prompt]) -> list[RoleTrace]:
             role=name,
             system_message=prompts[name].text,
             shown=prompts[name].shown,
+            randomized=prompts[name].randomized,
             turns=[Turn(**{**t, "tool_calls": [ToolCall(**_call(c)) for c in t["tool_calls"]]}) for t in own],
         )
         for name, own in turns.items()

@@ -90,26 +90,29 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
                     run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name,
                     budget=config.budget, held_out=scenario.split,
                 )  # fmt: skip
-                report = await _step(scenario, batch, config, client, store, journal, provenance, price)
                 cadence = config.promotion.cadence
-                if cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1):
-                    moves = hierarchy.promote(store, config.promotion, provenance, budget=config.budget)
-                    report.promoted = sum(m.kind == "promote" for m in moves)
-                    report.demoted = sum(m.kind == "demote" for m in moves)
+                promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
+                report = await _step(scenario, batch, config, client, store, journal, provenance, price, promote)
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
             reports.append(StepReport.model_validate(done))
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
 
 
-async def _step(scenario, batch, config, client, store, journal, provenance: Provenance, price: Price) -> StepReport:
+async def _step(
+    scenario, batch, config, client, store, journal, provenance: Provenance, price: Price, promote: bool
+) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
-    route -> screen -> edit -> apply (per role), then usage events, budgets."""
+    route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
+    the promotion pass when it is due."""
     started, meter = time.perf_counter(), Meter()
     before = endpoint_counts(client)
     before = before.model_copy(deep=True) if before else None
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
-    ctx = stages.Context(scenario, config, client, journal, meter, heads, provenance)
+    # A lesson counts as established only by the bound the next promotion pass will use.
+    known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1)
+    same = hierarchy.judge(store, config.promotion).known_same
+    ctx = stages.Context(scenario, config, client, journal, meter, heads, provenance, effects=known, same=same)
 
     async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
         group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
@@ -127,7 +130,14 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
     events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
     hierarchy.record_usage(store, events, provenance)
     hierarchy.record_quarantine(store, refused, provenance)
-    retired = hierarchy.enforce_budgets(store, config.budget, provenance)
+    pruned = hierarchy.prune(store, config.promotion, provenance)
+    retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
+    moves = []
+    if promote:
+        moves = await hierarchy.promote(
+            store, config.promotion, provenance, budget=config.budget, client=client, seed=config.seed,
+            temperature=config.learning_temperature, meter=meter,
+        )  # fmt: skip
     rewards = [reward for group in groups for reward in group.rewards]
     stage_cost = stage_costs(meter.snapshot(), price)
     informative = sum(group.informative for group in groups)
@@ -141,6 +151,9 @@ async def _step(scenario, batch, config, client, store, journal, provenance: Pro
         applied={v.library: len(v.edits) for v in versions},
         rejected={v.library: v.rejected for v in versions if v.rejected},
         retired={v.library: len(v.edits) for v in retired},
+        pruned=len(pruned) + sum(m.kind == "merge" for m in moves),
+        promoted=sum(m.kind == "promote" for m in moves),
+        demoted=sum(m.kind == "demote" for m in moves),
         quarantined=len(refused),
         skipped_groups=informative - len(advantages),
         failed_rollouts=sum(len(group.rollouts) - len(group.valid) for group in groups),

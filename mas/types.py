@@ -6,11 +6,12 @@ Everything persisted is a pydantic v2 model and goes to disk as ``model_dump(mod
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from functools import cache
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 SCHEMA_VERSION = 1
 GLOBAL = "global"
@@ -76,7 +77,7 @@ class Provenance(Frozen):
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "budget", "direct"] = "edit"
+    stage: Literal["edit", "promotion", "prune", "budget", "direct"] = "edit"
     """What made the version: the step's edit batch, a promotion pass, a budget retirement, or
     lessons written directly without the loop (the ablation)."""
     budget: Budget | None = None
@@ -158,6 +159,8 @@ class RoleTrace(Frozen):
     system_message: str
     shown: list[str] = []
     """Ids of the lessons rendered into ``system_message``, recorded when it was built."""
+    randomized: list[str] = []
+    """Ids of the lessons whose showing to this role was randomized in this rollout's group."""
     turns: list[Turn] = []
 
     @property
@@ -321,31 +324,40 @@ def edit_schema(ids: tuple[str, ...], most: int) -> type[EditBatch]:
     return _advertising(EditBatch, strict.model_json_schema())
 
 
-# -- usage (what each role applied, and how its rollout fared) ------------------------------
+# -- usage (what each role was shown, and how its rollout fared) ----------------------------
 
 
 class UsageEvent(Frozen):
-    """One role in one rollout: the lessons it had, the ones it applied, and the outcome."""
+    """One role in one valid rollout: the lessons its prompt showed, which of them were shown
+    by a coin (randomized exposure), and the outcome. The randomized ones are the evidence."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = 2
     run: str
     epoch: int
     step: int
     task_id: str
     rollout: int
     role: str
-    in_prompt: list[str]
-    cited: list[str] = []
-    """Lesson ids the role named in its own messages."""
+    shown: list[str]
+    """Ids of the lessons in the role's prompt."""
+    randomized: list[str] = []
+    """Ids of the lessons whose showing to this role was randomized in this group: for each,
+    some rollouts of the group showed it and the others did not."""
     judged: list[str] = []
-    """Lesson ids the summarizer judged the role to have applied."""
+    """Lesson ids the summarizer judged the role to have applied (a description, never
+    evidence: the summarizer sees the reward)."""
     reward: float
     advantage: float
     """(r - mean) / std within the group; 0 when the group's rewards are all equal."""
 
-    @property
-    def applied(self) -> list[str]:
-        return sorted(set(self.cited) | set(self.judged))
+    @model_validator(mode="before")
+    @classmethod
+    def _from_version_1(cls, data: object) -> object:
+        """Usage logs written before randomized exposure: nothing in them was randomized."""
+        if isinstance(data, dict) and "in_prompt" in data:
+            old = {k: v for k, v in data.items() if k not in ("in_prompt", "cited", "schema_version")}
+            return {**old, "shown": data["in_prompt"], "schema_version": 2}
+        return data
 
 
 class DirectLessons(BaseModel):
@@ -368,27 +380,67 @@ class QuarantineItem(Frozen):
 # -- evidence and promotion ------------------------------------------------------------------
 
 
-class Evidence(Frozen):
-    """What applying one lesson (or a set of near-duplicates) came with, for one role."""
+class Effect(Frozen):
+    """The randomized evidence about one lesson for one role: within groups of rollouts of
+    the same task, the rollouts shown the lesson against those not shown it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants")
-    uses: int
-    mean: float
+    role: str
+    lesson: str
+    tasks: int
+    """Tasks with at least one contrast (the unit of the interval: contrasts are clustered by task)."""
+    contrasts: int
+    """Groups in which the lesson was shown to some rollouts and not to others."""
+    exposures: int
+    """Rollouts that were shown the lesson under randomization."""
+    effect: float
+    """Mean over tasks of (mean reward shown) - (mean reward not shown)."""
     lcb: float
+    """Lower confidence bound (one-sided, t over tasks, its level spent across looks)."""
     ucb: float
+    se: float = math.inf
+    """Standard error of ``effect`` (over tasks; infinite below two tasks)."""
+    trial: bool = False
+    """The lesson belongs to another role's library: shown to this role as a transfer trial."""
+    judged: float = 0.0
+    """Share of the exposed rollouts in which the summarizer judged it applied (a description)."""
 
 
 class PromotionMove(Frozen):
-    """One promotion or demotion, with the evidence that justified it."""
+    """One change of the hierarchy, with the evidence that justified it: a promotion to the
+    global library, a demotion back to the roles it still helps, a lesson pruned because its
+    evidence no longer supports it, or one merged into a lesson of its library that says the
+    same thing."""
 
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["promote", "demote"]
+    schema_version: int = 2
+    kind: Literal["promote", "demote", "prune", "merge"]
     text: str
     lessons: list[str]
-    """The lesson ids merged (promotion) or the global id moved back (demotion)."""
-    evidence: dict[str, Evidence]
+    """The lesson ids moved: the lesson promoted and the equivalent private lessons merged into
+    it, the global lesson demoted, or the lesson pruned."""
+    evidence: list[Effect]
     roles: list[str] = []
     """Roles helped (promotion) or roles the lesson goes back to (demotion)."""
+    into: str | None = None
+    """The id the lesson got in its new library (promotion, demotion)."""
+    reason: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_version_1(cls, data: object) -> object:
+        """Moves logged before randomized evidence carried evidence of another kind: dropped."""
+        if isinstance(data, dict) and isinstance(data.get("evidence"), dict):
+            return {**data, "evidence": [], "schema_version": 2}
+        return data
+
+
+class Equivalence(BaseModel):
+    """The model's judgement of two lessons: does following one amount to following the
+    other? The reasoning comes first; a merged text is offered when they are the same."""
+
+    reason: str = Field(max_length=1200)
+    same: bool
+    merged: str = ""
 
 
 # -- step reports ------------------------------------------------------------------------------
@@ -448,6 +500,9 @@ class StepReport(BaseModel):
     """Lessons deleted per library to bring it back within its token budget."""
     promoted: int = 0
     demoted: int = 0
+    pruned: int = 0
+    """Lessons that left because their randomized evidence no longer supports them, or were
+    merged into a lesson of their library that says the same thing."""
     skipped_groups: int = 0
     """Informative groups whose advantage reply was unusable."""
     failed_rollouts: int = 0

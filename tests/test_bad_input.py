@@ -141,7 +141,7 @@ CLI = [  # arguments -> message ("{lib}": a good library file, "{tmp}": a scratc
     (["ablate", "maths", "--model", "fake", "--variants", "magic"], "--variants: unknown 'magic'"),
     (["report", "{tmp}"], "not a training run"),
     (["transfer", "maths", "--model", "fake", "--library", "{tmp}/none.json"], "no such library file"),
-    (["graph", "export", "{lib}", "--format", "pdf"], "--format 'pdf'"),
+    (["graph", "export", "{lib}", "--format", "pdf"], "'--format'"),
     (["promote", "{tmp}/none.json"], "no such library file"),
     (["library", "show", "{tmp}/none.json"], "no such library file"),
     (["library", "show", "{lib}", "--role", "astronaut"], "unknown library 'astronaut'"),

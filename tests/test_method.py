@@ -220,8 +220,6 @@ def test_every_learning_prompt_of_a_three_role_team_carries_what_the_method_need
     assert "Correct answer: " in summary.messages[0] and "- solver:" in summary.system
     assert "Lessons shown:" in summary.messages[0] and "missed" in summary.system
     edit = next(r for r in client.requests if stage("EditBatch")(r))
-    assert (
-        "(why: " in edit.messages[0]
-        and "[solver/0001]" in edit.messages[0]
-        and "Deletes are applied first" in edit.system
-    )
+    library = next(name for name in seeded if f"[{name}/0001]" in edit.messages[0])
+    assert f"[{library}/0001] {seeded[library]}" in edit.messages[0]  # the library it edits, with ids
+    assert "(why: " in edit.messages[0] and "Deletes are applied first" in edit.system

@@ -1,35 +1,43 @@
-"""Promotion on a planted-utility world: it must pick exactly the lessons that help 2+ roles."""
+"""Promotion, pruning and the evidence they stand on, in the scripted learning world of
+``bench/learning_world.py`` (a smaller run of it: the benchmark itself reports the figures).
 
-from mas.library.logs import SideFiles
-from mas.library.store import LibraryStore
-from mas.models.fake import FakeClient
-from mas.testing import train_on_fake
-from mas.types import Lesson, Version
-from tests import planted
+The world plants lessons with known effects per role, a noisy proposer, and the confounds
+that fooled the old evidence rule (a summarizer that judges lessons "applied" more often in
+winning rollouts). The null world keeps the confounds and takes every effect away.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_world.py"
 
 
-def test_promotion_picks_the_lessons_planted_for_several_roles(tmp_path):
-    store = LibraryStore(tmp_path / "lib.json")
-    store.commit(
-        [Version(library="global", number=1, lessons=[Lesson(id="global/0001", text=planted.HARMFUL)], next_id=2)]
-    )
-    result, _, _ = train_on_fake(
-        planted.scenario(60), tmp_path, FakeClient(planted.respond), epochs=3, batch_size=10, group_size=4
-    )
+@pytest.fixture(scope="module")
+def world():
+    spec = importlib.util.spec_from_file_location("learning_world", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["learning_world"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
-    moves = list(SideFiles(store.path).promotions.items())
-    promoted = {m.text for m in moves if m.kind == "promote"}
-    demoted = {m.text for m in moves if m.kind == "demote"}
-    wanted = {text for text, roles in planted.HELPS.items() if len(roles) >= 2}
-    precision = len(promoted & wanted) / len(promoted) if promoted else 0.0
-    recall = len(promoted & wanted) / len(wanted)
-    print(
-        f"\npromotion: precision {precision:.2f}, recall {recall:.2f}, promoted {len(promoted)}, demoted {len(demoted)}"
-    )
-    assert precision >= 0.9 and recall >= 0.9
-    assert not promoted & {t for t, roles in planted.HELPS.items() if len(roles) < 2}  # one-role lessons stay private
-    assert demoted == {planted.HARMFUL} and planted.HARMFUL not in {l.text for l in store.head("global").lessons}
-    assert {l.text for l in store.head("global").lessons} == promoted
-    for role in planted.ROLES:  # the private copies were merged into the global lesson
-        assert not promoted & {l.text for l in store.head(role).lessons}
-    assert sum(s.promoted for s in result.steps) == len(promoted)
+
+@pytest.mark.parametrize("seed", range(100, 106))
+def test_nothing_is_promoted_in_a_world_where_no_lesson_does_anything(world, seed):
+    outcome = world.run(seed, null=True, tasks=24)
+    assert outcome.promoted == []
+
+
+def test_the_old_rule_is_fooled_by_the_same_null_world(world):
+    """The null world is not trivially safe: judging by who applied what, as mas did before,
+    promotes lessons that do nothing."""
+    assert any(world.run(seed, null=True, old=True, tasks=24).promoted for seed in range(100, 103))
+
+
+def test_in_the_planted_world_promotions_are_right_and_the_harmful_lesson_leaves(world):
+    outcome = world.run(0, tasks=24)
+    assert set(outcome.promoted) <= world.CROSS_ROLE  # never a lesson that helps one role or none
+    assert outcome.harmful_gone is not None and outcome.harmful_gone <= 2
+    assert outcome.share > 0.5

@@ -54,7 +54,7 @@ def test_one_run_gives_a_report_with_its_plots_and_tables(runs, tmp_path):
     assert path == tmp_path / "out" / "report.md"
     text = path.read_text()
     assert (
-        "## Run `alpha`" in text and "scenario **maths**, model **fake**, epochs 2, group size 3, batch size 4" in text
+        "## Run `alpha`" in text and "scenario **maths**, model **fake**, epochs 2, group size 5, batch size 4" in text
     )
     for name, title in PLOTS.items():
         assert f"![{title}]({name}.png)" in text
@@ -147,7 +147,7 @@ def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
     ]
     log = SideFiles(tmp_path / "prom.json").promotions
     for m in moves:
-        log.append(StepKey(m.pop("run", "prom"), m.pop("epoch"), 0), [PromotionMove(lessons=[], evidence={}, **m)])
+        log.append(StepKey(m.pop("run", "prom"), m.pop("epoch"), 9), [PromotionMove(lessons=[], evidence=[], **m)])
     with log.path.open("a") as f:
         f.write("{cut short\n")
     text = write_report([run], tmp_path / "out").read_text()

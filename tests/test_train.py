@@ -99,11 +99,12 @@ def mixed_edits(request):
 
 def test_a_malformed_edit_among_valid_ones(maths, tmp_path):
     result, _, store = run(maths, tmp_path, FakeClient(mixed_edits), tasks=4, batch_size=4)
-    solver = store.head("solver")
-    assert [l.text for l in solver.lessons] == [
+    library = next(iter(result.steps[0].applied))  # the first library an advantage proposed to
+    head = store.head(library)
+    assert [l.text for l in head.lessons] == [
         "Pass the whole expression, parentheses included.",
         "Check the operator against the question's words.",
     ]
-    reasons = [r.reason for r in result.steps[0].rejected["solver"]]
+    reasons = [r.reason for r in result.steps[0].rejected[library]]
     assert len(reasons) == 2 and "id: Field required" in reasons[0] and "unknown lesson id" in reasons[1]
-    assert solver.rejected == result.steps[0].rejected["solver"]
+    assert head.rejected == result.steps[0].rejected[library]

@@ -1,11 +1,28 @@
-"""Usage events, the usage log, and the usage graph's queries."""
+"""Usage events, randomized exposure, the evidence estimator, and the usage graph."""
 
+import math
+import random
+
+import networkx as nx
 import pytest
 
-from mas.library import graph
+from mas.config import ExposurePolicy
+from mas.library import evidence, exposure, graph
 from mas.library.logs import StepKey, StepLog
 from mas.stages import Context, numeric_advantages, usage_events
-from mas.types import Group, Provenance, RoleSteps, RoleTrace, Rollout, Summary, Task, Turn, UsageEvent
+from mas.types import (
+    Effect,
+    Group,
+    Lesson,
+    Provenance,
+    RoleSteps,
+    RoleTrace,
+    Rollout,
+    Summary,
+    Task,
+    UsageEvent,
+    Version,
+)
 
 SHOWN = ["global/0001", "solver/0001", "solver/0002"]
 
@@ -16,47 +33,39 @@ def test_numeric_advantage_is_grpo_s():
     assert numeric_advantages([1, 0, 0, 0])[0] == pytest.approx(3 / 3**0.5)
 
 
-def rollout(index, reward, said):
-    trace = RoleTrace(role="solver", system_message="You are the solver.", shown=SHOWN, turns=[Turn(content=said)])
+def rollout(index, reward, shown, randomized=()):
+    trace = RoleTrace(role="solver", system_message="You are the solver.", shown=shown, randomized=list(randomized))
     return Rollout(task_id="t", index=index, traces=[trace], answer="1", reward=reward)
 
 
-def events(group, summaries, *, run, epoch, step):
-    ctx = Context(None, None, None, None, None, {}, Provenance(run=run, epoch=epoch, step=step))
-    return usage_events(ctx, group, summaries)
-
-
-def test_events_record_what_was_shown_and_judged_within_the_prompt():
+def test_events_record_what_was_shown_randomized_and_judged():
     group = Group(
         task=Task(id="t", question="?"),
-        rollouts=[
-            rollout(0, 1.0, "Using [solver/0001] and [planner/0009]."),
-            rollout(1, 0.0, "No lesson used."),
-        ],
+        rollouts=[rollout(0, 1.0, SHOWN, ["solver/0002"]), rollout(1, 0.0, SHOWN[:2], ["solver/0002"])],
     )
     summaries = [
         Summary(roles=[RoleSteps(role="solver", steps=["n"], applied=["solver/0002", "solver/0077"])], outcome="ok"),
-        Summary(roles=[RoleSteps(role="solver", steps=["n"], applied=[])], outcome="bad"),
+        Summary(roles=[RoleSteps(role="solver", steps=["n"], applied=["solver/0002"])], outcome="bad"),
     ]
-    first, second = events(group, summaries, run="r", epoch=0, step=3)
-    assert first.in_prompt == ["global/0001", "solver/0001", "solver/0002"]
-    assert first.cited == [] and first.judged == ["solver/0002"]  # ids not in the prompt are dropped
-    assert (first.advantage, second.advantage) == (1.0, -1.0) and second.applied == []
+    ctx = Context(None, None, None, None, None, {}, Provenance(run="r", epoch=0, step=3))
+    first, second = usage_events(ctx, group, summaries)
+    assert first.shown == SHOWN and first.randomized == ["solver/0002"]
+    assert first.judged == ["solver/0002"] and second.judged == []  # only lessons it was shown count
+    assert (first.advantage, second.advantage) == (1.0, -1.0)
 
 
-def event(role, lessons, advantage, task="t"):
+def test_a_version_1_usage_event_reads_as_shown_and_not_randomized():
+    old = {"schema_version": 1, "run": "r", "epoch": 0, "step": 0, "task_id": "t", "rollout": 0, "role": "solver",
+           "in_prompt": ["solver/0001"], "cited": ["solver/0001"], "judged": [], "reward": 1.0, "advantage": 0.5}  # fmt: skip
+    event = UsageEvent.model_validate(old)
+    assert event.shown == ["solver/0001"] and event.randomized == [] and event.schema_version == 2
+
+
+def event(role, shown, reward, *, task="t", rollout=0, step=0, randomized=("L",)):
     return UsageEvent(
-        run="r",
-        epoch=0,
-        step=0,
-        task_id=task,
-        rollout=0,
-        role=role,
-        in_prompt=lessons,
-        cited=lessons,
-        reward=0,
-        advantage=advantage,
-    )
+        run="r", epoch=0, step=step, task_id=task, rollout=rollout, role=role, shown=list(shown),
+        randomized=list(randomized), reward=reward, advantage=0.0,
+    )  # fmt: skip
 
 
 def test_log_is_append_only_once_per_step_and_survives_a_torn_line(tmp_path):
@@ -66,19 +75,157 @@ def test_log_is_append_only_once_per_step_and_survives_a_torn_line(tmp_path):
     with log.path.open("a") as f:
         f.write('{"run": "r", "epoch": 0, "step": 1, "ev')
     assert len(list(log.items())) == 1
-    log.append(StepKey("r", 0, 1), [event("planner", ["planner/0001"], -1.0)])
+    log.append(StepKey("r", 0, 1), [event("planner", ["planner/0001"], 0.0)])
     assert [e.role for e in log.items()] == ["solver", "planner"]
 
 
-def test_graph_queries():
-    evs = [event("solver", ["global/0001"], a) for a in (1.0, 0.8, 1.2, 0.9)]
-    evs += [event("planner", ["global/0001"], a) for a in (-1.0, -0.8, -1.1, -0.9)]
-    evs += [event("verifier", ["global/0001"], a, task=f"t{i}") for i, a in enumerate((1.0, -1.0))]
-    g = graph.build(evs)
-    e = graph.evidence(g, "global/0001", "solver")
-    assert e.uses == 4 and e.mean == pytest.approx(0.975) and 0 < e.lcb < e.mean < e.ucb
-    assert graph.roles_helped(g, "global/0001") == ["solver"]
-    assert graph.conflicts(g) == [("global/0001", ["solver"], ["planner"])]
-    assert graph.pooled(g, ["global/0001"]).uses == 10
-    assert g.edges["lesson:global/0001", "task:t"]["uses"] == 8
-    assert graph.evidence(g, "solver/0042", "solver").uses == 0
+# -- the estimator ---------------------------------------------------------------------------
+
+
+def test_contrasts_compare_shown_with_not_shown_within_a_group_and_cluster_by_task():
+    events = [
+        # task a, step 0: shown 1.0 vs not shown 0.0 -> +1
+        event("solver", ["L"], 1.0, task="a", rollout=0), event("solver", [], 0.0, task="a", rollout=1),
+        # task a, step 1: shown 0.0 and 1.0 vs not shown 1.0 -> -0.5; task a averages to +0.25
+        event("solver", ["L"], 0.0, task="a", rollout=0, step=1), event("solver", ["L"], 1.0, task="a", rollout=1, step=1),
+        event("solver", [], 1.0, task="a", rollout=2, step=1),
+        # task b: everyone shown: no contrast
+        event("solver", ["L"], 1.0, task="b", rollout=0), event("solver", ["L"], 0.0, task="b", rollout=1),
+        # task c: not randomized: no contrast
+        event("solver", ["L"], 1.0, task="c", randomized=()), event("solver", [], 0.0, task="c", rollout=1, randomized=()),
+        # task d: shown 1.0 vs 1.0 -> 0
+        event("solver", ["L"], 1.0, task="d"), event("solver", [], 1.0, task="d", rollout=1),
+    ]  # fmt: skip
+    e = evidence.estimate(events)[("solver", "L")]
+    assert (e.tasks, e.contrasts, e.exposures) == (2, 3, 4)
+    assert e.effect == pytest.approx((0.25 + 0.0) / 2)
+    assert e.trial  # "L" is no library of the solver's
+
+
+def test_bounds_are_student_t_and_spent_across_looks():
+    assert evidence.t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
+    assert evidence.t_quantile(0.95, 3) == pytest.approx(2.353, abs=1e-3)
+    assert sum(evidence.spent(0.05, t) for t in range(1, 10_000)) == pytest.approx(0.05, rel=1e-3)
+    rng = random.Random(0)
+    events = []
+    for task in range(12):
+        for i in range(4):
+            shown = i % 2 == 0
+            events.append(
+                event(
+                    "solver",
+                    ["solver/0001"] if shown else [],
+                    float(rng.random() < (0.8 if shown else 0.3)),
+                    task=str(task),
+                    rollout=i,
+                    randomized=["solver/0001"],
+                )
+            )
+    first, later = (
+        evidence.estimate(events, look=1)[("solver", "solver/0001")],
+        evidence.estimate(events, look=5)[("solver", "solver/0001")],
+    )
+    assert first.lcb > 0 and later.lcb < first.lcb < first.effect < first.ucb < later.ucb  # later looks are stricter
+    half = evidence.t_quantile(1 - evidence.spent(0.05, 1), 11) * first.se
+    assert first.ucb - first.effect == pytest.approx(half)
+
+
+def test_the_estimator_is_calibrated_in_a_world_where_nothing_matters():
+    """Rewards independent of exposure: the t statistics of many lessons look like t."""
+    rng = random.Random(1)
+    stats = []
+    for _ in range(200):
+        events = []
+        for task in range(15):
+            chosen = set(rng.sample(range(5), 2 + (rng.random() < 0.5)))
+            for i in range(5):
+                events.append(
+                    event(
+                        "solver",
+                        ["solver/0001"] if i in chosen else [],
+                        float(rng.random() < 0.5),
+                        task=str(task),
+                        rollout=i,
+                        randomized=["solver/0001"],
+                    )
+                )
+        e = evidence.estimate(events)[("solver", "solver/0001")]
+        stats.append(e.effect / e.se)
+    share = sum(abs(t) > evidence.t_quantile(0.975, 14) for t in stats) / len(stats)
+    assert 0.01 <= share <= 0.1
+
+
+# -- exposure --------------------------------------------------------------------------------
+
+
+def effect(role, lesson, lcb, tasks=10):
+    return Effect(
+        role=role,
+        lesson=lesson,
+        tasks=tasks,
+        contrasts=tasks,
+        exposures=tasks,
+        effect=lcb + 0.1,
+        lcb=lcb,
+        ucb=lcb + 0.2,
+    )
+
+
+def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
+    injected = ["solver/0001", "solver/0002"]
+    effects = {("solver", "solver/0001"): effect("solver", "solver/0001", 0.2)}  # established
+    trial = Lesson(id="planner/0001", text="A planner's lesson on trial.")
+    plans = [
+        exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0), min_tasks=5,
+                      group_size=5, key=(0, "e0/s0", f"t{i}"))
+        for i in range(50)
+    ]  # fmt: skip
+    for plan in plans:
+        assert plan[0].randomized == ("solver/0002", "planner/0001") and plan[0].stable == {"solver/0001"}
+        hidden = [("solver/0002" in p.hidden) for p in plan]
+        trials = [bool(p.trials) for p in plan]
+        assert 0 < sum(hidden) < 5 and 0 < sum(trials) < 5  # every group gives a contrast
+        assert all("solver/0001" not in p.hidden for p in plan)
+    again = exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0), min_tasks=5,
+                          group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
+    assert again == plans[0]  # seeded: a resumed run makes the same choices
+    retested = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=1.0), min_tasks=5,
+                             group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
+    assert "solver/0001" in retested[0].randomized
+
+
+def test_transfer_trials_take_promising_lessons_of_other_roles():
+    good, bad = Lesson(id="planner/0001", text="Good."), Lesson(id="planner/0002", text="Bad.")
+    heads = {
+        "planner": Version(library="planner", number=1, next_id=3, lessons=[good, bad]),
+        "solver": Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text="Own.")]),
+    }
+    effects = {
+        ("planner", "planner/0001"): effect("planner", "planner/0001", 0.0),
+        ("planner", "planner/0002"): effect("planner", "planner/0002", -0.5),
+    }
+    assert [l.id for l in exposure.trial_lessons("solver", heads, effects, most=3, min_tasks=5)] == ["planner/0001"]
+    assert exposure.trial_lessons("planner", heads, effects, most=3, min_tasks=5) == []
+
+
+# -- the graph -------------------------------------------------------------------------------
+
+
+def test_the_graph_holds_the_estimates_and_exports(tmp_path):
+    heads = {
+        "solver": Version(
+            library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text="Check units.")]
+        )
+    }
+    own = Effect(role="solver", lesson="solver/0001", tasks=9, contrasts=12, exposures=20, effect=0.3, lcb=0.1, ucb=0.5)
+    trial = own.model_copy(update={"role": "planner", "tasks": 1, "lcb": -math.inf, "ucb": math.inf, "trial": True})
+    effects = {("solver", "solver/0001"): own, ("planner", "solver/0001"): trial}
+    events = [event("solver", ["solver/0001"], 1.0, task="t", randomized=["solver/0001"])]
+    g = graph.build(effects, heads, events=events)
+    own = g.edges["role:solver", "lesson:solver/0001"]
+    assert own["kind"] == "evidence" and own["helps"] and own["lcb"] == 0.1 and own["tasks"] == 9
+    trial = g.edges["role:planner", "lesson:solver/0001"]
+    assert trial["kind"] == "trial" and "lcb" not in trial  # unbounded sides are left out
+    assert g.edges["lesson:solver/0001", "task:t"]["exposures"] == 1
+    assert graph.roles_helped(g, "solver/0001") == ["solver"]
+    nx.write_graphml(g, tmp_path / "g.graphml")  # every attribute is a GraphML type

@@ -3,9 +3,11 @@ library files without running the team."""
 
 from __future__ import annotations
 
+import asyncio
+import math
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import networkx as nx
 import typer
@@ -13,13 +15,16 @@ from rich.console import Console
 from rich.table import Table
 
 from mas import paths
+from mas.cli.options import option, settings
+from mas.config import PromotionPolicy
 from mas.errors import UserError
 from mas.library import graph as usage_graph
+from mas.library import hierarchy
 from mas.library.hierarchy import promote
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
-from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore, diff, export_markdown
+from mas.models.clients import open_client
 from mas.studies.graph_view import render
 from mas.types import Budget, Provenance
 
@@ -138,50 +143,74 @@ def print_lessons(heads, *, provenance: bool = False) -> None:
 
 def promote_command(
     which: Which,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the candidates and their evidence, change nothing."),
-    min_roles: int = typer.Option(2, min=1, help="Roles a lesson must help (k)."),
-    min_uses: int = typer.Option(5, min=2, help="Uses per role before its evidence counts (n)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the moves and their evidence, change nothing."),
+    min_roles: int = option(PromotionPolicy, "min_roles"),
+    min_tasks: int = option(PromotionPolicy, "min_tasks"),
+    alpha: float = option(PromotionPolicy, "alpha"),
+    model: str | None = typer.Option(
+        None,
+        help="A model (as for train) to judge which lessons say the same thing; without one, only "
+        "the judgements made in training are used and other pairs count as different.",
+        show_default=False,
+    ),
 ) -> None:
-    """Move lessons that help several roles to the global library, and back when they stop helping."""
+    """A promotion pass on the randomized evidence: promote lessons shown to help several roles,
+    demote global lessons that no longer do, prune lessons that no longer help their role."""
     store = _store(which)
-    policy = PromotionPolicy(min_roles=min_roles, min_uses=min_uses)
+    policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
     stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
-    moves = promote(store, policy, stamp, budget=Budget(), dry_run=dry_run)
+
+    async def run():
+        if model is None:
+            return await promote(store, policy, stamp, budget=Budget(), dry_run=dry_run)
+        async with open_client(model) as client:
+            return await promote(store, policy, stamp, budget=Budget(), client=client, dry_run=dry_run)
+
+    moves = asyncio.run(run())
     if not moves:
-        out.print("no lesson meets the promotion or demotion policy yet")
+        out.print("no lesson meets the promotion, demotion or pruning rules yet")
         return
-    table = Table("move", "lesson", "ids", "roles", "evidence (uses, mean advantage, lower bound)")
+    table = Table("move", "lesson", "ids", "roles", "evidence per role: effect [bounds] over tasks", "why")
     for m in moves:
-        evidence = "\n".join(f"{r}: {e.uses}, {e.mean:+.2f}, {e.lcb:+.2f}" for r, e in m.evidence.items())
-        table.add_row(m.kind, m.text, ", ".join(m.lessons), ", ".join(m.roles) or "-", evidence)
+        evidence = "\n".join(f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks}" for e in m.evidence)
+        table.add_row(m.kind, m.text, ", ".join(m.lessons), ", ".join(m.roles) or "-", evidence, m.reason)
     out.print(table)
     out.print("dry run: nothing changed" if dry_run else f"applied to {store.path}")
+
+
+def _n(value: float) -> str:
+    return f"{value:+.2f}" if math.isfinite(value) else "n/a"
 
 
 @graph_app.command("export")
 def graph_export(
     which: Which,
-    format: str = typer.Option("html", help="graphml (Gephi, yEd) or html (a self-contained page)."),
-    output: Path | None = typer.Option(None, help="Where to write [next to the library file]."),
+    format: Literal["html", "graphml"] = typer.Option(
+        "html", help="html (a self-contained page) or graphml (Gephi, yEd)."
+    ),
+    output: Path | None = typer.Option(None, help="Where to write.", show_default="next to the library file"),
+    tasks: bool = typer.Option(True, "--tasks/--no-tasks", help="Lesson -> task edges (many; they swamp Gephi)."),
 ) -> None:
-    """Write the usage graph: roles, lessons, evidence edges, and the promotions."""
-    if format not in ("graphml", "html"):
-        raise UserError(f"--format {format!r}: expected graphml or html")
+    """Write the usage graph: roles, lessons, the randomized evidence on each role -> lesson
+    edge (trial edges for transfer trials), and the promotions."""
     store = _store(which)
-    heads = store.heads()
     side = SideFiles(store.path)
-    graph = usage_graph.build(side.usage.items(), heads)
-    for name in store.libraries():  # lessons merged or retired since keep their last text
-        for version in store.versions(name):
-            for lesson in version.lessons:
-                node = graph.nodes.get(f"lesson:{lesson.id}")
-                if node is not None and "text" not in node:
-                    node.update(text=lesson.text, library=name, gone=True)
+    moves = [m for _, step in side.promotions.steps() for m in step]
+    graph = usage_graph.build(
+        hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
+        store.heads(),
+        history=[v for name in store.libraries() for v in store.versions(name)],
+        moves=moves,
+        events=side.usage.items() if tasks else None,
+    )
     target = output or side.graph(format)
     if format == "graphml":
         nx.write_graphml(graph, target)
     else:
-        target.write_text(render(graph, list(side.promotions.steps()), title=f"Usage graph of {store.path.name}"))
+        logged = sorted(
+            [*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step)
+        )
+        target.write_text(render(graph, logged, title=f"Usage graph of {store.path.name}"))
     out.print(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
 

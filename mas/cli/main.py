@@ -24,10 +24,10 @@ from typer.exceptions import TyperException
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command
 from mas.cli.options import field_type, option, settings
-from mas.config import PRESETS, EvalConfig, TrainConfig, train_config
+from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
 from mas.errors import UserError
-from mas.library.promotion import PromotionPolicy
+from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.scenario import load_scenario
@@ -35,6 +35,7 @@ from mas.studies.ablate import VARIANTS, ablate
 from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
 from mas.studies.evaluate import compare as compare_results
 from mas.studies.report import write_report
+from mas.studies.transfer import from_trials as from_trials_of
 from mas.studies.transfer import transfer
 from mas.train import train
 from mas.types import Budget, StepReport
@@ -251,18 +252,29 @@ def transfer_command(
     tasks: int | None = option(EvalConfig, "tasks", help="The first N held-out tasks."),
     library: LibraryOpt = None,
     test_file: TestFile = None,
+    from_trials: bool = typer.Option(
+        False, "--from-trials", help="Read the matrix off the training run's transfer trials instead (no model calls)."
+    ),
     concurrency: int = option(EvalConfig, "concurrency"),
     seed: int = option(EvalConfig, "seed"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons."""
+    """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
+    with --from-trials, the change in success rate the randomized transfer trials measured)."""
     spec = load_scenario(scenario, test_file=test_file)
     path = library or paths.library_file(spec.name)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
     store = LibraryStore(path)
+    if from_trials:
+        _print_transfer(
+            spec.role_names,
+            from_trials_of(spec.role_names, SideFiles(path).usage.items()),
+            as_json,
+        )
+        return
     heads = store.heads()
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed), store)
     check_held_out(spec.held_out[: config.tasks], store)
@@ -273,16 +285,19 @@ def transfer_command(
                 spec, client=client, heads=heads, config=config, on_run=lambda label: err.print(f"eval: {label}")
             )
 
-    result = _run(main())
+    _print_transfer(spec.role_names, _run(main()), as_json)
+
+
+def _print_transfer(roles: list[str], result, as_json: bool) -> None:
     if as_json:
         print(result.model_dump_json(indent=1))
         return
-    roles = spec.role_names
-    table = Table(
-        "lessons of \\ into",
-        *roles,
-        title=f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI",
+    title = (
+        f"success-rate change when shown, from transfer trials over {result.tasks} tasks, 95% CI"
+        if result.source == "trials"
+        else f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI"
     )
+    table = Table("lessons of \\ into", *roles, title=title)
     for a in roles:
         cells = {c.target: c for c in result.cells if c.source == a}
         table.add_row(a, *(f"{cells[b].delta:+.2f} [{cells[b].low:+.2f},{cells[b].high:+.2f}]" for b in roles))

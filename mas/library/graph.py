@@ -1,105 +1,112 @@
-"""The usage graph: derived from usage events, never the source of truth.
+"""The usage graph: derived from the randomized evidence, never the source of truth.
 
-Nodes are ``role:<name>``, ``lesson:<id>`` and ``task:<id>``. An edge role -> lesson holds
-what happened when the role applied the lesson: ``uses``, ``mean`` advantage, and a one-sided
-confidence bound on that mean (``lcb``/``ucb``, normal approximation). An edge lesson -> task
-counts the uses on that task.
+Nodes: ``role:<name>`` and ``lesson:<id>`` (its text and library; ``gone`` when merged,
+demoted or pruned since), and, when asked for, ``task:<id>``. Edges:
+
+- role -> lesson, ``kind`` ``evidence`` (the role's own or the global library) or ``trial``
+  (another role's lesson shown to it as a transfer trial): the randomized estimate of what
+  showing the lesson to the role does (``effect`` with ``lcb``/``ucb``, over ``tasks`` tasks,
+  ``contrasts`` groups, ``exposures`` rollouts) and the summarizer's ``judged`` rate, which is
+  a description only;
+- lesson -> task, ``kind`` ``exposure``: how many rollouts of the task were shown the lesson.
+
+Promotions are node attributes: ``promoted_to`` on the private lessons merged into a global
+one, ``promoted_from`` on the global lesson.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterable
 
 import networkx as nx
 
-from mas.types import Evidence, UsageEvent, Version
-
-Z = 1.645
-"""One-sided 95% normal quantile: a lesson helps a role when mean - Z * se > 0."""
+from mas.types import Effect, PromotionMove, UsageEvent, Version
 
 
-def evidence_of(uses: int, total: float, squares: float) -> Evidence:
-    """From the count, sum and sum of squares of the advantages (one use: no bound)."""
-    mean = total / uses if uses else 0.0
-    half = math.inf
-    if uses > 1:
-        half = Z * math.sqrt(max(0.0, (squares - uses * mean * mean) / (uses - 1)) / uses)
-    return Evidence(uses=uses, mean=mean, lcb=mean - half, ucb=mean + half)
-
-
-def build(events: Iterable[UsageEvent], heads: dict[str, Version] | None = None) -> nx.DiGraph:
-    """Aggregate events in plain dicts (one pass), then add one edge per pair."""
-    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    tasks: dict[tuple[str, str], int] = defaultdict(int)
-    for event in events:
-        if not (event.cited or event.judged):
-            continue  # most events apply nothing
-        role, task, advantage = event.role, event.task_id, event.advantage
-        square = advantage * advantage
-        for lesson in event.applied:
-            s = sums[(role, lesson)]
-            s[0] += 1
-            s[1] += advantage
-            s[2] += square
-            tasks[(lesson, task)] += 1
+def build(
+    effects: dict[tuple[str, str], Effect],
+    heads: dict[str, Version],
+    *,
+    history: Iterable[Version] = (),
+    moves: Iterable[PromotionMove] = (),
+    events: Iterable[UsageEvent] | None = None,
+) -> nx.DiGraph:
+    """The graph of ``effects`` over the current libraries; ``history`` names lessons that are
+    gone; ``events`` adds the lesson -> task edges."""
     graph = nx.DiGraph()
-    for (role, lesson), (uses, total, squares) in sums.items():
-        e = evidence_of(int(uses), total, squares)
-        graph.add_node(f"role:{role}", kind="role", name=role)
-        graph.add_node(f"lesson:{lesson}", kind="lesson", name=lesson)
-        graph.add_edge(
-            f"role:{role}", f"lesson:{lesson}", uses=e.uses, mean=e.mean, lcb=e.lcb, ucb=e.ucb, sum=total, sumsq=squares
-        )
-    for (lesson, task), uses in tasks.items():
-        graph.add_node(f"task:{task}", kind="task", name=task)
-        graph.add_edge(f"lesson:{lesson}", f"task:{task}", uses=uses)
-    for version in (heads or {}).values():
+    for version in history:
         for lesson in version.lessons:
             graph.add_node(
-                f"lesson:{lesson.id}", kind="lesson", name=lesson.id, text=lesson.text, library=version.library
+                f"lesson:{lesson.id}",
+                kind="lesson",
+                label=lesson.id,
+                text=lesson.text,
+                library=version.library,
+                gone=True,
             )
+    for version in heads.values():
+        for lesson in version.lessons:
+            graph.add_node(
+                f"lesson:{lesson.id}",
+                kind="lesson",
+                label=lesson.id,
+                text=lesson.text,
+                library=version.library,
+                gone=False,
+            )
+    for (role, lesson), e in sorted(effects.items()):
+        graph.add_node(f"role:{role}", kind="role", label=role)
+        if f"lesson:{lesson}" not in graph:
+            graph.add_node(
+                f"lesson:{lesson}", kind="lesson", label=lesson, text="", library=lesson.rpartition("/")[0], gone=True
+            )
+        graph.add_edge(f"role:{role}", f"lesson:{lesson}", kind="trial" if e.trial else "evidence", **_numbers(e))
+    for move in moves:
+        if move.kind == "promote" and move.into:
+            for i in move.lessons:
+                if f"lesson:{i}" in graph:
+                    graph.nodes[f"lesson:{i}"]["promoted_to"] = move.into
+            if f"lesson:{move.into}" in graph:
+                graph.nodes[f"lesson:{move.into}"]["promoted_from"] = ", ".join(move.lessons)
+    if events is not None:
+        counts = Counter((lesson, e.task_id) for e in events for lesson in e.shown if lesson in e.randomized)
+        for (lesson, task), n in counts.items():
+            graph.add_node(f"task:{task}", kind="task", label=task)
+            if f"lesson:{lesson}" in graph:
+                graph.add_edge(f"lesson:{lesson}", f"task:{task}", kind="exposure", exposures=n)
     return graph
 
 
-def evidence(graph: nx.DiGraph, lesson: str, role: str) -> Evidence:
-    data = graph.get_edge_data(f"role:{role}", f"lesson:{lesson}")
-    return evidence_of(data["uses"], data["sum"], data["sumsq"]) if data else evidence_of(0, 0.0, 0.0)
+def _numbers(e: Effect) -> dict:
+    """The edge attributes of an effect; an unbounded side (too few tasks) is left out, since
+    GraphML has no infinity."""
+    out = {
+        "tasks": e.tasks, "contrasts": e.contrasts, "exposures": e.exposures, "effect": round(e.effect, 4),
+        "judged": round(e.judged, 4), "helps": e.lcb > 0, "hurts": e.ucb < 0,
+    }  # fmt: skip
+    out.update({k: round(v, 4) for k, v in (("lcb", e.lcb), ("ucb", e.ucb)) if math.isfinite(v)})
+    return out
 
 
-def pooled(graph: nx.DiGraph, lessons: Iterable[str], role: str | None = None) -> Evidence:
-    """The evidence of several lesson ids together, for one role or for all roles."""
-    uses, total, squares = 0, 0.0, 0.0
-    for lesson in lessons:
-        node = f"lesson:{lesson}"
-        if node not in graph:
-            continue
-        for source, _, data in graph.in_edges(node, data=True):
-            if role is None or source == f"role:{role}":
-                uses, total, squares = uses + data["uses"], total + data["sum"], squares + data["sumsq"]
-    return evidence_of(uses, total, squares)
-
-
-def roles_helped(graph: nx.DiGraph, lesson: str, *, min_uses: int = 1) -> list[str]:
-    """Roles for which applying the lesson came with a reliably positive advantage."""
+def roles_helped(graph: nx.DiGraph, lesson: str) -> list[str]:
+    """Roles for which showing the lesson reliably helped."""
     node = f"lesson:{lesson}"
     if node not in graph:
         return []
-    return sorted(
-        graph.nodes[r]["name"] for r, _, d in graph.in_edges(node, data=True) if d["uses"] >= min_uses and d["lcb"] > 0
-    )
+    return sorted(graph.nodes[r]["label"] for r, _, d in graph.in_edges(node, data=True) if d.get("helps"))
 
 
-def conflicts(graph: nx.DiGraph, *, min_uses: int = 1) -> list[tuple[str, list[str], list[str]]]:
+def conflicts(graph: nx.DiGraph) -> list[tuple[str, list[str], list[str]]]:
     """Lessons that reliably help some roles and reliably hurt others: (lesson, helped, hurt)."""
     out = []
     for node, data in graph.nodes(data=True):
         if data.get("kind") != "lesson":
             continue
-        edges = [(graph.nodes[r]["name"], d) for r, _, d in graph.in_edges(node, data=True) if d["uses"] >= min_uses]
-        helped = sorted(r for r, d in edges if d["lcb"] > 0)
-        hurt = sorted(r for r, d in edges if d["ucb"] < 0)
+        edges = [(graph.nodes[r]["label"], d) for r, _, d in graph.in_edges(node, data=True)]
+        helped = sorted(r for r, d in edges if d.get("helps"))
+        hurt = sorted(r for r, d in edges if d.get("hurts"))
         if helped and hurt:
-            out.append((data["name"], helped, hurt))
+            out.append((data["label"], helped, hurt))
     return sorted(out)

@@ -1,20 +1,25 @@
-"""The stages after apply: record usage, keep libraries within budget, promote and demote.
+"""The stages after apply: record usage, keep libraries within budget, and the promotion pass
+(promote, demote, prune on the randomized evidence).
 
 Each works on the library file (``LibraryStore``) and the logs beside it (``SideFiles``), and
 each is safe to run again after a crash: usage is recorded once per step, a budget pass only
-acts on a library over its cap, and a promotion pass is skipped when its provenance is
-already there.
+acts on a library over its cap, and a promotion pass logs its moves before it commits them,
+so a resumed pass carries out the moves it logged instead of planning new ones.
 """
 
 from __future__ import annotations
 
-from mas.library import graph as usage_graph
+from autogen_core.models import ChatCompletionClient
+
+from mas.config import PromotionPolicy
+from mas.library import evidence, promotion
 from mas.library.budget import retirements, tokens
 from mas.library.edits import apply
 from mas.library.logs import SideFiles, StepKey
-from mas.library.promotion import PromotionPolicy, execute, plan
+from mas.library.similar import Judge, negates
 from mas.library.store import LibraryStore
-from mas.types import GLOBAL, Budget, PromotionMove, Provenance, QuarantineItem, UsageEvent, Version
+from mas.meter import Meter
+from mas.types import GLOBAL, Budget, Effect, PromotionMove, Provenance, QuarantineItem, UsageEvent, Version
 
 
 def step_key(provenance: Provenance) -> StepKey:
@@ -29,21 +34,42 @@ def record_quarantine(store: LibraryStore, refused: list[QuarantineItem], proven
     SideFiles(store.path).quarantine.append(step_key(provenance), refused)
 
 
-def enforce_budgets(store: LibraryStore, budget: Budget, provenance: Provenance) -> list[Version]:
+def lineage(store: LibraryStore) -> dict[str, str]:
+    return promotion.lineage(list(SideFiles(store.path).promotions.items()))
+
+
+def looks(store: LibraryStore) -> int:
+    """Promotion passes so far (every pass is logged, with or without moves)."""
+    return sum(1 for _ in SideFiles(store.path).promotions.steps())
+
+
+def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
+    """The equivalence judgements made so far, without a model (for planning a step)."""
+    return Judge(SideFiles(store.path).equivalence, client=None, overlap=policy.overlap)
+
+
+def effects(store: LibraryStore, policy: PromotionPolicy, *, look: int = 1) -> dict[tuple[str, str], Effect]:
+    """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``."""
+    events = SideFiles(store.path).usage.items()
+    return evidence.estimate(events, lineage=lineage(store), alpha=policy.alpha, look=look)
+
+
+def enforce_budgets(
+    store: LibraryStore, budget: Budget, provenance: Provenance, policy: PromotionPolicy = PromotionPolicy()
+) -> list[Version]:
     """Retire the weakest-evidenced lessons of every library over its cap, by delete edits."""
     heads = store.heads()
     over = [v for v in heads.values() if sum(tokens(l.text) for l in v.lessons) > budget.cap(v.library)]
     if not over:
         return []
-    graph = usage_graph.build(SideFiles(store.path).usage.items())
+    known = effects(store, policy)
     stamp = provenance.model_copy(update={"stage": "budget"})
     versions = []
     for head in over:
-        role = None if head.library == GLOBAL else head.library
 
-        def strength(lesson_id: str, role: str | None = role) -> float:
-            e = usage_graph.pooled(graph, [lesson_id], role)
-            return e.lcb if e.uses > 1 else (e.mean if e.uses else 0.0)
+        def strength(lesson_id: str, library: str = head.library) -> float:
+            found = [e for (role, i), e in known.items() if i == lesson_id and (library == GLOBAL or role == library)]
+            return max((e.lcb if e.tasks > 1 else e.effect for e in found), default=0.0)
 
         deletes = retirements(head, cap=budget.cap(head.library), strength=strength)
         versions.append(apply(head, deletes, provenance=stamp)[0])
@@ -51,20 +77,79 @@ def enforce_budgets(store: LibraryStore, budget: Budget, provenance: Provenance)
     return versions
 
 
-def promote(
-    store: LibraryStore, policy: PromotionPolicy, provenance: Provenance, *, budget: Budget, dry_run: bool = False
-) -> list[PromotionMove]:
-    """Plan promotions and demotions from all the evidence so far; carry them out unless
-    ``dry_run``; log each with its evidence in ``<library>.promotions.jsonl``."""
-    stamp = provenance.model_copy(update={"stage": "promotion"})
-    if not dry_run and store.has_provenance(stamp.run, stamp.epoch, stamp.step, "promotion"):
-        return []
+def _pairs(heads: dict[str, Version], known: dict[tuple[str, str], Effect], policy: PromotionPolicy, judge: Judge):
+    """The pairs worth judging: within a library (a repeat there splits its evidence), and a
+    promising lesson against every lesson of the other roles (a trial there, a promotion with
+    its copies), and any pair sharing enough words."""
+    lessons = [l for v in heads.values() for l in v.lessons]
+    promising = {
+        l.id for v in heads.values() for l in v.lessons
+        if (e := known.get((v.library, l.id))) is not None and e.tasks >= policy.min_tasks and e.effect > 0
+    }  # fmt: skip
+    for i, a in enumerate(lessons):
+        for b in lessons[i + 1 :]:
+            if judge.candidate(a, b) or ({a.id, b.id} & promising and negates(a.text) == negates(b.text)):
+                yield a, b
+
+
+def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) -> list[PromotionMove]:
+    """After a step: delete the private lessons whose evidence no longer supports them, and
+    log each with its evidence in ``<library>.prunings.jsonl``."""
     side = SideFiles(store.path)
+    stamp = provenance.model_copy(update={"stage": "prune"})
+    key = step_key(stamp)
+    logged = next((moves for done, moves in side.prunings.steps() if done == key), None)
     heads = store.heads()
-    moves = plan(usage_graph.build(side.usage.items(), heads), heads, policy)
-    if dry_run or not moves:
+    moves = (
+        logged
+        if logged is not None
+        else promotion.prunings(heads, evidence.contrasts(side.usage.items(), lineage(store)), policy)
+    )
+    side.prunings.append(key, moves)
+    if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
+        store.commit(promotion.execute(moves, heads, provenance=stamp)[0])
+    return moves
+
+
+async def promote(
+    store: LibraryStore,
+    policy: PromotionPolicy,
+    provenance: Provenance,
+    *,
+    budget: Budget,
+    client: ChatCompletionClient | None = None,
+    seed: int = 0,
+    temperature: float = 0.0,
+    meter: Meter | None = None,
+    dry_run: bool = False,
+) -> list[PromotionMove]:
+    """One promotion pass: plan promotions, demotions and prunings from all the randomized
+    evidence so far, judging near-duplicates by meaning (``client`` asks the model about pairs
+    not judged yet; without it they count as different); log the pass with its evidence in
+    ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``."""
+    stamp = provenance.model_copy(update={"stage": "promotion"})
+    side = SideFiles(store.path)
+    key = step_key(stamp)
+    logged = next((moves for done, moves in side.promotions.steps() if done == key), None)
+    if logged is not None and not dry_run:
+        if not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "promotion"):
+            store.commit(promotion.execute(logged, store.heads(), provenance=stamp)[0])  # a crash came in between
+        return logged
+    heads = store.heads()
+    judge = Judge(
+        side.equivalence, client=None if dry_run else client, overlap=policy.overlap, seed=seed,
+        temperature=temperature, meter=meter,
+    )  # fmt: skip
+    tallies = evidence.contrasts(side.usage.items(), lineage(store))
+    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage.items(), lineage=lineage(store)), policy, judge))
+    level = evidence.spent(policy.alpha, looks(store) + 1)
+    moves = promotion.plan(
+        heads, tallies, policy, level=level, same=lambda a, b: bool((v := judge.verdict(a, b)) and v.same)
+    )
+    if dry_run:
         return moves
-    store.commit(execute(moves, heads, similarity=policy.similarity, provenance=stamp))
-    side.promotions.append(step_key(stamp), moves)
-    enforce_budgets(store, budget, stamp)
+    versions, moves = promotion.execute(moves, heads, provenance=stamp)
+    side.promotions.append(key, moves)
+    store.commit(versions)
+    enforce_budgets(store, budget, stamp, policy)
     return moves

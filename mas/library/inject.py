@@ -19,6 +19,7 @@ import bm25s
 import numpy as np
 
 from mas.library.budget import tokens
+from mas.library.exposure import RoleExposure
 from mas.types import GLOBAL, Budget, Lesson, Version
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
@@ -105,14 +106,16 @@ class Block(NamedTuple):
 HEADER = "Lessons learned from earlier tasks of this kind; follow them when they apply."
 
 
-def render_block(shared: list[Lesson], own: list[Lesson]) -> Block:
+def render_block(shared: list[Lesson], own: list[Lesson], *, stable: frozenset[str] | None = None) -> Block:
     """The exact text placed in a role's system message: the global lessons, then the role's
-    own, each in id order, so the prefix is identical across calls and provider prompt caching
-    can reuse it; training and inference both build it here."""
+    own. Within each part the lessons every rollout shows (``stable``; all of them when None)
+    come first, then the ones under evaluation, each in id order, so the prefix is identical
+    across calls and provider prompt caching can reuse it; training and inference both build
+    it here."""
     sections, shown = [], []
     for title, lessons in (("For the whole team:", shared), ("For your role:", own)):
         if lessons:
-            ordered = sorted(lessons, key=lambda lesson: lesson.id)
+            ordered = sorted(lessons, key=lambda l: (stable is not None and l.id not in stable, l.id))
             shown += [lesson.id for lesson in ordered]
             sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in ordered))
     if not sections:
@@ -120,10 +123,31 @@ def render_block(shared: list[Lesson], own: list[Lesson]) -> Block:
     return Block(HEADER + "\n" + "\n".join(sections), shown)
 
 
-def role_block(heads: dict[str, Version], role: str, *, task: str | None = None, budget: Budget = Budget()) -> Block:
-    """The lesson block of ``role``'s prompt for ``task``, within ``budget``: the whole global
-    library (up to its cap), then the private lessons most relevant to the task."""
+def injected(
+    heads: dict[str, Version], role: str, *, task: str | None, budget: Budget
+) -> tuple[list[Lesson], list[Lesson]]:
+    """The lessons ``budget`` lets into ``role``'s prompt for ``task``: the whole global library
+    (up to its cap), and the private lessons most relevant to the task (or all, in id order)."""
     shared = select(heads.get(GLOBAL), limit=budget.global_tokens) if budget.inject_global else []
     query = task if budget.inject == "relevant" else None
     limit = budget.inject_tokens if budget.inject == "relevant" else budget.private_tokens
-    return render_block(shared, select(heads.get(role), limit=limit, query=query))
+    return shared, select(heads.get(role), limit=limit, query=query)
+
+
+def role_block(
+    heads: dict[str, Version],
+    role: str,
+    *,
+    task: str | None = None,
+    budget: Budget = Budget(),
+    exposure: RoleExposure | None = None,
+) -> Block:
+    """The lesson block of ``role``'s prompt for ``task``, within ``budget``. In training,
+    ``exposure`` withholds some injected lessons from this rollout and adds transfer trials
+    (``mas.library.exposure``); at inference every injected lesson is shown."""
+    shared, own = injected(heads, role, task=task, budget=budget)
+    if exposure is None:
+        return render_block(shared, own)
+    shared = [l for l in shared if l.id not in exposure.hidden]
+    own = [l for l in own if l.id not in exposure.hidden] + list(exposure.trials)
+    return render_block(shared, own, stable=exposure.stable)

@@ -7,7 +7,9 @@ For ``libraries/maths.json``:
     maths.json.train.lock     held by a training run for its whole length
     maths.usage.jsonl         the usage events of each step
     maths.quarantine.jsonl    the proposed lessons screening refused, with why
-    maths.promotions.jsonl    the promotions and demotions, with their evidence
+    maths.promotions.jsonl    every promotion pass: its promotions and demotions, with evidence
+    maths.prunings.jsonl      the lessons pruned after each step, with their evidence
+    maths.equivalence.jsonl   the judgements of which lessons say the same thing
     maths.graph.html|graphml  the usage graph, when exported
 
 The three logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
@@ -94,6 +96,8 @@ class SideFiles:
         self.usage = StepLog(self._beside(".usage.jsonl"), UsageEvent)
         self.quarantine = StepLog(self._beside(".quarantine.jsonl"), QuarantineItem)
         self.promotions = StepLog(self._beside(".promotions.jsonl"), PromotionMove)
+        self.prunings = StepLog(self._beside(".prunings.jsonl"), PromotionMove)
+        self.equivalence = self._beside(".equivalence.jsonl")
 
     def graph(self, fmt: str) -> Path:
         return self._beside(f".graph.{fmt}")

@@ -1,155 +1,226 @@
-"""Promotion: lessons that help several roles move to the global library; demotion undoes it.
+"""Promotion, demotion and pruning, decided by the randomized evidence (``evidence.py``).
 
-A lesson "helps a role" when that role applied it (or a near-duplicate of it in its own
-library) at least ``min_uses`` times with a mean advantage whose lower confidence bound is
-above zero. A near-duplicate cluster of private lessons that helps at least ``min_roles``
-roles is promoted: its best-evidenced text is added to the global library and every private
-near-duplicate is deleted (merged into it), all as edits with provenance. A global lesson
-whose pooled evidence has an upper bound below zero is demoted: it goes back to the roles it
-still helps, or is deleted.
+At each promotion pass (a "look", once per epoch by default), with the level of its bounds
+spent across looks, so that a false promotion stays rare however often we look:
+
+- **promote**: a private lesson moves to the global library when it is shown to help at
+  least ``min_roles`` roles: for each role, its own randomized contrasts (transfer trials for
+  the other roles) have a lower bound above zero over at least ``min_tasks`` tasks. The
+  private lessons judged equivalent to it are merged into it (deleted), and the new global
+  lesson keeps their evidence (its lineage).
+- **demote**: a global lesson that can no longer help ``min_roles`` roles goes back to the
+  private libraries of the roles it still helps, or leaves.
+
+After every step:
+
+- **prune**: a private lesson whose evidence no longer supports it for its own role leaves.
+
+"Can no longer help" is not "proven harmful": a lesson leaves when its upper bound falls
+below ``margin``, or when after ``max_tasks`` tasks not even a lenient bound admits help.
+Pruning removes, never adds, so it needs no spending: its error is to lose a lesson that
+helps a little, and it is kept rare by pruning on the lenient rule one lesson at a time.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Literal
+from collections.abc import Callable
 
-import networkx as nx
-from pydantic import Field
+from mas.config import PromotionPolicy
+from mas.library.edits import apply, lesson_id
+from mas.library.evidence import _Tally, effect_of, plausibly_helps
+from mas.types import GLOBAL, Add, Delete, Edit, Effect, Lesson, PromotionMove, Provenance, Version
 
-from mas.library.edits import apply
-from mas.library.graph import evidence, pooled
-from mas.types import GLOBAL, Add, Delete, Edit, Frozen, Lesson, PromotionMove, Provenance, Version
-
-_STOP = {"the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "it", "is", "be", "with", "when", "then"}
+Same = Callable[[Lesson, Lesson], bool]
 
 
-class PromotionPolicy(Frozen):
-    min_roles: int = Field(2, ge=1)
-    """k: roles a lesson must help to be promoted."""
-    min_uses: int = Field(5, ge=2)
-    """n: uses per role before its evidence counts (and before a global lesson can be demoted)."""
-    similarity: float = Field(0.6, gt=0, le=1)
-    """Word-set Jaccard at or above which two lessons are near-duplicates."""
-    cadence: Literal["epoch", "step", "off"] = "epoch"
-    """When training runs a promotion pass."""
+def plan(
+    heads: dict[str, Version],
+    tallies: dict[tuple[str, str], _Tally],
+    policy: PromotionPolicy,
+    *,
+    level: float,
+    same: Same,
+) -> list[PromotionMove]:
+    """The moves the evidence justifies at this look (``level``: the bounds' spent level)."""
+    roles = sorted({v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies})
+    return _promotions(heads, tallies, policy, level, same, roles) + _demotions(heads, tallies, policy, level, roles)
 
 
-def plan(graph: nx.DiGraph, heads: dict[str, Version], policy: PromotionPolicy) -> list[PromotionMove]:
-    return _promotions(graph, heads, policy) + _demotions(graph, heads, policy)
-
-
-def _promotions(graph, heads, policy) -> list[PromotionMove]:
-    private = [(v.library, lesson) for v in heads.values() if v.library != GLOBAL for lesson in v.lessons]
-    used = [(role, lesson) for role, lesson in private if evidence(graph, lesson.id, role).uses > 0]
+def _promotions(heads, tallies, policy, level, same: Same, roles: list[str]) -> list[PromotionMove]:
+    """For each role, the lesson's own randomized evidence: its contrasts where it is, its
+    transfer trials elsewhere; for a role that has its own copy in other words (judged the
+    same) instead of a trial, that copy's evidence. The copies are merged into the promoted
+    lesson (deleted), and it keeps their evidence (its lineage)."""
+    shared = heads.get(GLOBAL, Version.empty(GLOBAL)).lessons
+    taken: set[str] = set()
     moves = []
-    for cluster in _clusters(used, policy.similarity):
-        per_role = {
-            role: pooled(graph, [l.id for r, l in cluster if r == role], role)
-            for role in sorted({r for r, _ in cluster})
-        }
-        helped = [r for r, e in per_role.items() if e.uses >= policy.min_uses and e.lcb > 0]
-        if len(helped) >= policy.min_roles:
-            best = max(cluster, key=lambda rl: evidence(graph, rl[1].id, rl[0]).lcb)[1]
+    for library in roles:
+        for lesson in heads.get(library, Version.empty(library)).lessons:
+            if lesson.id in taken or any(same(lesson, g) for g in shared):
+                continue
+            copies = {
+                role: [m for m in heads.get(role, Version.empty(role)).lessons if m.id != lesson.id and same(lesson, m)]
+                for role in roles
+            }
+            evidence = [_evidence(role, lesson, copies[role], tallies, policy, level) for role in roles]
+            helped = [e.role for e in evidence if _helps(e, policy)]
+            if len(helped) < policy.min_roles:
+                continue
+            merged = sorted({lesson.id, *(m.id for group in copies.values() for m in group)} - taken)
+            taken.update(merged)
             moves.append(
                 PromotionMove(
                     kind="promote",
-                    text=best.text,
-                    lessons=sorted(l.id for _, l in cluster),
-                    evidence=per_role,
+                    text=lesson.text,
+                    lessons=merged,
+                    evidence=evidence,
                     roles=helped,
-                )
+                    reason=f"shown to help {len(helped)} roles ({', '.join(helped)})",
+                )  # fmt: skip
             )
     return moves
 
 
-def _demotions(graph, heads, policy) -> list[PromotionMove]:
+def _evidence(
+    role: str, lesson: Lesson, copies: list[Lesson], tallies, policy: PromotionPolicy, level: float
+) -> Effect:
+    own = effect_of(role, lesson.id, tallies.get((role, lesson.id), _Tally()), level)
+    if own.tasks >= policy.min_tasks or not copies:
+        return own
+    return max((effect_of(role, c.id, tallies.get((role, c.id), _Tally()), level) for c in copies), key=lambda e: e.lcb)
+
+
+def merges(heads: dict[str, Version], tallies, policy: PromotionPolicy, same: Same) -> list[PromotionMove]:
+    """Within each library, lessons judged to say the same thing: the one with the better
+    evidence stays, the others are merged into it (deleted; their evidence goes with it)."""
+    moves = []
+    for version in heads.values():
+        role = version.library
+        gone: set[str] = set()
+        for i, a in enumerate(version.lessons):
+            for b in version.lessons[i + 1 :]:
+                if a.id in gone or b.id in gone or not same(a, b):
+                    continue
+                ea, eb = (effect_of(role, x.id, tallies.get((role, x.id), _Tally()), policy.alpha) for x in (a, b))
+                keep, drop, e = (a, b, eb) if (ea.tasks, ea.effect) >= (eb.tasks, eb.effect) else (b, a, ea)
+                gone.add(drop.id)
+                moves.append(
+                    PromotionMove(
+                        kind="merge",
+                        text=drop.text,
+                        lessons=[drop.id],
+                        evidence=[e],
+                        into=keep.id,
+                        reason=f"says what {keep.id} says",
+                    )  # fmt: skip
+                )
+    return moves
+
+
+def _demotions(heads, tallies, policy, level, roles: list[str]) -> list[PromotionMove]:
     moves = []
     for lesson in heads.get(GLOBAL, Version.empty(GLOBAL)).lessons:
-        overall = pooled(graph, [lesson.id])
-        if overall.uses >= policy.min_uses and overall.ucb < 0:
-            roles = sorted({graph.nodes[r]["name"] for r, _ in graph.in_edges(f"lesson:{lesson.id}")})
-            per_role = {r: evidence(graph, lesson.id, r) for r in roles}
-            back = [r for r, e in per_role.items() if e.uses >= policy.min_uses and e.lcb > 0]
+        evidence = [effect_of(role, lesson.id, tallies.get((role, lesson.id), _Tally()), level) for role in roles]
+        possible = [e.role for e in evidence if not _cannot_help(e, policy)]
+        if len(possible) < policy.min_roles:
+            back = [e.role for e in evidence if _helps(e, policy)]
             moves.append(
                 PromotionMove(
                     kind="demote",
                     text=lesson.text,
                     lessons=[lesson.id],
-                    evidence={"all": overall, **per_role},
+                    evidence=evidence,
                     roles=back,
-                )
+                    reason=f"can help at most {len(possible)} of the {policy.min_roles} roles it needs",
+                )  # fmt: skip
             )
     return moves
 
 
+def prunings(
+    heads: dict[str, Version], tallies: dict[tuple[str, str], _Tally], policy: PromotionPolicy
+) -> list[PromotionMove]:
+    """Every private lesson whose upper bound (at ``alpha``) is below the margin, and at most
+    one per library that is not even plausibly helping after ``max_tasks`` tasks: two lessons
+    that do the same job each look weak while the other is often shown, and removing one
+    lets the other's evidence show again."""
+    moves = []
+    for version in heads.values():
+        if version.library == GLOBAL:
+            continue
+        own = [
+            (effect_of(version.library, l.id, tallies.get((version.library, l.id), _Tally()), policy.alpha), l)
+            for l in version.lessons
+        ]
+        below = [(e, l) for e, l in own if e.tasks >= policy.min_tasks and e.ucb < policy.margin]
+        idle = sorted(
+            ((e, l) for e, l in own if (e, l) not in below and _cannot_help(e, policy)), key=lambda pair: pair[0].ucb
+        )
+        for e, lesson in below + idle[:1]:
+            reason = (
+                "upper bound below the margin" if e.ucb < policy.margin else f"not shown to help in {e.tasks} tasks"
+            )
+            moves.append(
+                PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
+            )
+    return moves
+
+
+def _helps(e: Effect, policy: PromotionPolicy) -> bool:
+    return e.tasks >= policy.min_tasks and e.lcb > 0
+
+
+def _cannot_help(e: Effect, policy: PromotionPolicy) -> bool:
+    """Its upper bound is below the margin, or after ``max_tasks`` tasks not even a lenient
+    bound admits that it helps. (The strict bound, spent across looks, decides promotions: a
+    small real effect must not be pruned only because later looks are stricter.)"""
+    if e.tasks < policy.min_tasks:
+        return False
+    return e.ucb < policy.margin or (e.tasks >= policy.max_tasks and not plausibly_helps(e))
+
+
 def execute(
-    moves: list[PromotionMove], heads: dict[str, Version], *, similarity: float, provenance: Provenance
-) -> list[Version]:
-    """The new library versions that carry out ``moves``: one version per changed library."""
+    moves: list[PromotionMove], heads: dict[str, Version], *, provenance: Provenance
+) -> tuple[list[Version], list[PromotionMove]]:
+    """The new library versions that carry out ``moves`` (one per changed library), and the
+    moves with the id each lesson got where it went (``into``)."""
     edits: dict[str, list[Edit]] = {}
+    next_ids = {name: v.next_id for name, v in heads.items()}
+    done = []
     for move in moves:
+        into = None
         if move.kind == "promote":
-            shared = heads.get(GLOBAL)
-            if not (shared and any(_similar(l.text, move.text) >= similarity for l in shared.lessons)):
-                edits.setdefault(GLOBAL, []).append(Add(op="add", text=move.text))
-            for v in heads.values():
-                if v.library != GLOBAL:
-                    gone = [
-                        l.id for l in v.lessons if l.id in move.lessons or _similar(l.text, move.text) >= similarity
-                    ]
-                    edits.setdefault(v.library, []).extend(Delete(op="delete", id=i) for i in gone)
-        else:
+            into = _add(edits, next_ids, GLOBAL, move.text)
+            for i in move.lessons:
+                edits.setdefault(i.rpartition("/")[0], []).append(Delete(op="delete", id=i))
+        elif move.kind == "demote":
             edits.setdefault(GLOBAL, []).append(Delete(op="delete", id=move.lessons[0]))
             for role in move.roles:
-                edits.setdefault(role, []).append(Add(op="add", text=move.text))
+                into = _add(edits, next_ids, role, move.text)
+        else:  # prune, merge
+            edits.setdefault(move.lessons[0].rpartition("/")[0], []).append(Delete(op="delete", id=move.lessons[0]))
+            into = move.into
+        done.append(move.model_copy(update={"into": into}))
     versions = []
     for library, batch in edits.items():
-        head = heads.get(library) or Version.empty(library)
-        version, _ = apply(head, _unique(batch), provenance=provenance)
+        version, _ = apply(heads.get(library) or Version.empty(library), batch, provenance=provenance)
         if version.edits:
             versions.append(version)
-    return versions
+    return versions, done
 
 
-def _unique(edits: list[Edit]) -> list[Edit]:
-    seen, out = set(), []
-    for edit in edits:
-        key = edit.model_dump_json()
-        if key not in seen:
-            seen.add(key)
-            out.append(edit)
+def _add(edits: dict[str, list[Edit]], next_ids: dict[str, int], library: str, text: str) -> str:
+    number = next_ids.get(library, 1)
+    next_ids[library] = number + 1
+    edits.setdefault(library, []).append(Add(op="add", text=text))
+    return lesson_id(library, number)
+
+
+def lineage(moves: list[PromotionMove]) -> dict[str, str]:
+    """Old lesson id -> the id it lives on as, from the promotion log's moves."""
+    out = {}
+    for move in moves:
+        if move.into and move.kind in ("promote", "demote", "merge"):
+            for i in move.lessons:
+                out[i] = move.into
     return out
-
-
-def _clusters(items: list[tuple[str, Lesson]], threshold: float) -> list[list[tuple[str, Lesson]]]:
-    """Near-duplicate groups (single linkage) of the lessons that have any evidence."""
-    parent = list(range(len(items)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    words = [_words(lesson.text) for _, lesson in items]
-    for i in range(len(items)):
-        for j in range(i + 1, len(items)):
-            if _jaccard(words[i], words[j]) >= threshold:
-                parent[root(i)] = root(j)
-    groups: dict[int, list[tuple[str, Lesson]]] = {}
-    for i, item in enumerate(items):
-        groups.setdefault(root(i), []).append(item)
-    return list(groups.values())
-
-
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]+", text.lower())) - _STOP
-
-
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 0.0
-
-
-def _similar(a: str, b: str) -> float:
-    return _jaccard(_words(a), _words(b))

@@ -2,13 +2,15 @@
 
 Its reply is a pure function of the request (messages, tools, requested schema, seed), never
 of call order, so it stays deterministic when many rollouts run at once. Pass ``respond`` to
-script it (``FunctionModel``-style); the default responder plays a plausible maths team and
-answers every learning stage with valid structured output built from the request.
+script it (``FunctionModel``-style); the default responder plays a planted world (below): a
+maths team whose success depends on which planted lessons each role is shown, and learning
+calls that answer every stage with valid structured output built from the request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
@@ -29,6 +31,8 @@ from autogen_core.models import (
 )
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
+
+from mas.tools.calculator import calculate
 
 FAKE_INFO = ModelInfo(vision=False, function_calling=True, json_output=True, structured_output=True, family="unknown")
 
@@ -134,12 +138,36 @@ def _request(messages, tools, json_output, extra) -> Request:
     return Request(system, texts, names, schema, int(extra.get("seed", 0)), results, dict(extra))
 
 
-# -- the default responder ---------------------------------------------------------------
+# -- the default responder: a planted world -------------------------------------------------
+#
+# The default fake plays a maths team (planner, solver, verifier) whose success depends on
+# which of a few planted lessons each role's prompt shows, with a known effect per role. Some
+# help two roles, some one, one none. Its learning calls propose these lessons (mostly to a
+# role they help, sometimes to another), so a run on the fake shows the whole loop: lessons
+# learned, randomized evidence per role, transfer trials, and a promotion. The effects are
+# planted, not learned: the fake demonstrates the machinery, never that learning works.
+
+PLANTED: dict[str, dict[str, float]] = {
+    "When a task has several operations, write the whole expression with its parentheses before computing.": {
+        "planner": 0.35,
+        "solver": 0.25,
+    },
+    "When a result comes back, compare it with a rough estimate before passing it on.": {
+        "solver": 0.25,
+        "verifier": 0.35,
+    },
+    "When the question is a word problem, list each quantity with its unit first.": {"planner": 0.3},
+    "When checking, redo the last operation in reverse.": {"verifier": 0.3},
+    "When the numbers are small, say each one aloud before using it.": {},
+}
+"""Each planted lesson, and how much showing it to a role raises the chance that the role's
+part goes right: the planner writes a careful plan, the solver computes without a slip, the
+verifier catches a slip."""
 
 _EXPRESSION = re.compile(r"[\d(][\d\s+\-*/().]*[+\-*/][\d\s+\-*/().]*\d\)?")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_LESSON = re.compile(r"^- (?=\S)", re.M)
-"""A lesson line of a role's system message (``mas.library.inject.render_block``)."""
+_LESSON = re.compile(r"^- (.+)$", re.M)
+_CAREFUL_PLAN = "each operation written out in order"
 
 
 def default_respond(request: Request) -> Reply:
@@ -150,9 +178,21 @@ def default_respond(request: Request) -> Reply:
     if role == "solver":
         return _solve(request, task)
     if role == "verifier":
-        numbers = _NUMBER.findall(" ".join(request.messages[1:]) or task)
-        return f"The solver's work checks out. ANSWER: {numbers[-1] if numbers else 0}"
-    return "Plan: find the numbers in the question, write the arithmetic, compute it with the calculator."
+        return _verify(request, task)
+    careful = request.unit("plan") < _chance(request, "planner", 0.1)
+    plan = "Plan: find the numbers in the question, write the arithmetic"
+    return plan + (f", {_CAREFUL_PLAN}" if careful else "") + ", compute it with the calculator."
+
+
+def shown(system: str) -> list[str]:
+    """The lesson texts a role's system message shows (``mas.library.inject.render_block``)."""
+    return (
+        _LESSON.findall(system.split("Lessons learned from earlier tasks", 1)[1]) if "Lessons learned" in system else []
+    )
+
+
+def _chance(request: Request, role: str, base: float) -> float:
+    return min(0.95, base + sum(PLANTED.get(text, {}).get(role, 0.0) for text in shown(request.system)))
 
 
 def _role(system: str) -> str:
@@ -163,12 +203,9 @@ def _role(system: str) -> str:
 def _solve(request: Request, task: str) -> Reply:
     if request.tool_results:
         return f"The calculator gives {request.tool_results[-1]}. ANSWER: {request.tool_results[-1]}"
-    expression = _EXPRESSION.search(task)
-    numbers = [int(float(n)) for n in _NUMBER.findall(task)]
-    text = expression.group(0).strip() if expression else " + ".join(map(str, numbers or [0]))
-    # Lessons in the prompt make the fake more careful: that is what training can show.
-    careful = 0.35 + 0.15 * min(len(_LESSON.findall(request.system)), 4)
-    if request.unit("slip") > careful:
+    text = _expression(task)
+    planned = any(_CAREFUL_PLAN in m for m in request.messages[1:])
+    if request.unit("slip") > _chance(request, "solver", 0.2 + 0.3 * planned):
         text = f"{text} + 1"
     if "calculator" in request.tools:
         arguments = json.dumps({"expression": text})
@@ -176,25 +213,27 @@ def _solve(request: Request, task: str) -> Reply:
     return f"I compute {text}. ANSWER: {text}"
 
 
+def _verify(request: Request, task: str) -> str:
+    numbers = _NUMBER.findall(" ".join(request.messages[1:]) or task)
+    said = numbers[-1] if numbers else "0"
+    if request.unit("catch") < _chance(request, "verifier", 0.0):
+        with contextlib.suppress(ArithmeticError, SyntaxError, ValueError):
+            said = calculate(_expression(task))  # the verifier redoes the work, and gets it right
+    return f"The solver's work checks out. ANSWER: {said}"
+
+
+def _expression(task: str) -> str:
+    found = _EXPRESSION.search(task)
+    return found.group(0).strip() if found else " + ".join(_NUMBER.findall(task) or ["0"])
+
+
 def _structured(request: Request) -> dict:
     name = request.schema.__name__
     body = "\n".join(request.messages)
     if name == "Summary":
-        roles = re.findall(r"^## (\w+)", body, re.M) or ["solver"]
-        return {
-            "roles": [{"role": r, "steps": [f"{r} took its turn."]} for r in roles],
-            "outcome": "correct" if "reward 1" in body else "wrong",
-        }
+        return _summary(request, body)
     if name == "Advantage":
-        team = re.findall(r"^- (\w+): ", request.system, re.M) or ["solver"]
-        role = "solver" if "solver" in team else team[-1]
-        text = f"When the task is about {_topic(body)}, pass the exact expression to the calculator."
-        return {
-            "comparison": "The winners computed the expression exactly as written; the losers added a term.",
-            "lessons": "No current lesson covers this.",
-            "deciding_roles": [role],
-            "operations": [{"op": "add", "library": role, "text": text, "reason": "the winners did this"}],
-        }
+        return _advantage(request)
     if name == "EditBatch":
         edits = [{"op": "add", "text": text} for text in re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)]
         edits += [
@@ -203,6 +242,10 @@ def _structured(request: Request) -> dict:
         ]
         edits += [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
         return {"edits": edits[:3] or [{"op": "keep"}]}
+    if name == "Equivalence":
+        first, second = re.findall(r"^Lesson [AB]: (.+)$", body, re.M)
+        same = " ".join(first.lower().split()) == " ".join(second.lower().split())
+        return {"reason": "compared condition and action", "same": same, "merged": first if same else ""}
     if name == "DirectLessons":
         role = _role(request.system)
         return {
@@ -214,7 +257,30 @@ def _structured(request: Request) -> dict:
     raise ValueError(f"the fake client has no default reply for schema {name}")
 
 
-def _topic(body: str) -> str:
-    question = re.search(r"^Task: (.*)$", body, re.M)
-    words = re.findall(r"[a-z]{5,}", question.group(1).lower() if question else "")
-    return words[0] if words else "arithmetic"
+def _summary(request: Request, body: str) -> dict:
+    """Each role's turn; "applied" is the confounded judgement a real summarizer gives (it sees
+    the reward): lessons shown count as applied more often when the attempt won."""
+    won = "(reward 1)" in body
+    roles = []
+    for section in body.split("\n## ")[1:]:
+        role = section.split("\n", 1)[0].strip()
+        ids = re.findall(r"^  \[(\S+)\] ", section, re.M)
+        applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
+        roles.append({"role": role, "steps": [f"{role} took its turn."], "applied": applied})
+    return {"roles": roles, "outcome": "correct" if won else "wrong"}
+
+
+def _advantage(request: Request) -> dict:
+    """One planted lesson, proposed to a role it helps seven times in ten, else to another."""
+    team = re.findall(r"^- (\w+): ", request.system, re.M) or ["solver"]
+    texts = list(PLANTED)
+    text = texts[int(request.unit("lesson") * len(texts))]
+    helped = [role for role in PLANTED[text] if role in team] or team
+    pool = helped if request.unit("role") < 0.7 else team
+    role = pool[int(request.unit("which") * len(pool))]
+    return {
+        "comparison": "The winners' roles worked step by step; the losers' slipped on one operation.",
+        "lessons": "The current lessons were followed about as often by winners as by losers.",
+        "deciding_roles": [role],
+        "operations": [{"op": "add", "library": role, "text": text, "reason": "the winners did this"}],
+    }

@@ -13,11 +13,10 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas.ask import ask
-from mas.config import EvalConfig, TrainConfig
+from mas.config import EvalConfig, PromotionPolicy, TrainConfig
 from mas.cost import Price, stage_costs
 from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import apply, parse_edits
-from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.scenario import Scenario

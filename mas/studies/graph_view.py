@@ -1,9 +1,10 @@
 """A self-contained HTML view of the usage graph: roles, lessons, evidence, promotions.
 
 No script and nothing fetched: an inline SVG with roles on the left and lessons on the right
-(global first; grey text: merged or retired), one line per role -> lesson edge, green when it reliably helps the
-role, red when it reliably hurts, grey otherwise; hover a line or a lesson for its numbers.
-Below it, the promotion and demotion log with the evidence of each move.
+(global first; grey text: merged, demoted or pruned since), one line per role -> lesson edge:
+green when the randomized evidence says the lesson helps the role, red when it hurts, grey
+while it is not clear; dashed for a transfer trial. Hover a line or a lesson for its numbers.
+Below it, the log of promotion passes with the evidence of each move.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ def render(graph: nx.DiGraph, moves: list[tuple[StepKey, list[PromotionMove]]], 
     span = max(len(lessons), 1) * ROW
     y.update({n: TOP + (i + 0.5) * span / max(len(roles), 1) for i, n in enumerate(roles)})
     parts = [_edge(graph, r, l, y) for r, l in graph.edges() if r in roles and l in y]
-    parts += [_label(LEFT - 10, y[r], graph.nodes[r]["name"], anchor="end", bold=True) for r in roles]
+    parts += [_label(LEFT - 10, y[r], graph.nodes[r]["label"], anchor="end", bold=True) for r in roles]
     for n in lessons:
         d = graph.nodes[n]
-        text = f"{d['name']}  {d.get('text', '')}" + ("  (gone)" if d.get("gone") else "")
+        moved = f"  (promoted to {d['promoted_to']})" if d.get("promoted_to") else "  (gone)" if d.get("gone") else ""
+        text = f"{d['label']}  {d.get('text', '')}{moved}"
         parts.append(_label(RIGHT + 10, y[n], text[:110], title=d.get("text", ""), faded=d.get("gone", False)))
     height = TOP + span + ROW
     svg = f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}">{"".join(parts)}</svg>'
@@ -46,15 +48,18 @@ def _lesson_order(node: str) -> tuple[bool, str]:
 
 def _edge(graph: nx.DiGraph, role: str, lesson: str, y: dict) -> str:
     d = graph.edges[role, lesson]
-    colour = "#2a9d4b" if d["lcb"] > 0 else "#c8372d" if d["ucb"] < 0 else "#9aa0a6"
-    width = 1 + math.log1p(d["uses"])
+    colour = "#2a9d4b" if d.get("helps") else "#c8372d" if d.get("hurts") else "#9aa0a6"
+    width = 1 + math.log1p(d["tasks"])
+    dash = ' stroke-dasharray="6 4"' if d["kind"] == "trial" else ""
     tip = (
-        f"{graph.nodes[role]['name']} applied {graph.nodes[lesson]['name']}: {d['uses']} uses, "
-        f"mean advantage {d['mean']:+.2f}, bound {_n(d['lcb'])}..{_n(d['ucb'])}"
+        f"{graph.nodes[lesson]['label']} shown to {graph.nodes[role]['label']}"
+        f"{' (transfer trial)' if d['kind'] == 'trial' else ''}: effect {d['effect']:+.2f} "
+        f"[{_n(d.get('lcb'))}, {_n(d.get('ucb'))}] over {d['tasks']} tasks, {d['contrasts']} groups, "
+        f"{d['exposures']} rollouts shown; judged applied in {d['judged']:.0%} (a description, not evidence)"
     )
     return (
         f'<line x1="{LEFT}" y1="{y[role]:.0f}" x2="{RIGHT}" y2="{y[lesson]:.0f}" stroke="{colour}" '
-        f'stroke-width="{width:.1f}" stroke-opacity="0.7"><title>{html.escape(tip)}</title></line>'
+        f'stroke-width="{width:.1f}" stroke-opacity="0.7"{dash}><title>{html.escape(tip)}</title></line>'
     )
 
 
@@ -68,28 +73,22 @@ def _label(x, y, text: str, *, anchor: str = "start", bold: bool = False, title:
 
 def _moves_table(moves: list[tuple[StepKey, list[PromotionMove]]]) -> str:
     if not any(items for _, items in moves):
-        return "<p>No promotion or demotion yet.</p>"
+        return "<p>No promotion, demotion, merge or pruning yet.</p>"
     rows = []
     for key, items in moves:
         for m in items:
             evidence = "; ".join(
-                f"{role}: {e.uses} uses, mean {e.mean:+.2f}, bound {_n(e.lcb)}" for role, e in m.evidence.items()
+                f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks}" for e in m.evidence
             )
-            cells = [
-                m.kind,
-                m.text,
-                ", ".join(m.lessons),
-                ", ".join(m.roles) or "-",
-                evidence,
-                f"{key.run} epoch {key.epoch}",
-            ]
+            ids = ", ".join(m.lessons) + (f" -> {m.into}" if m.into else "")
+            cells = [m.kind, m.text, ids, ", ".join(m.roles) or "-", evidence, m.reason, f"{key.run} epoch {key.epoch}"]
             rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("move", "lesson", "ids", "roles", "evidence", "when"))
+    head = "".join(f"<th>{h}</th>" for h in ("move", "lesson", "ids", "roles", "evidence per role", "why", "when"))
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _n(value: float) -> str:
-    return f"{value:+.2f}" if math.isfinite(value) else "n/a"
+def _n(value: float | None) -> str:
+    return f"{value:+.2f}" if value is not None and math.isfinite(value) else "n/a"
 
 
 _PAGE = """<!doctype html>
@@ -97,10 +96,11 @@ _PAGE = """<!doctype html>
 <style>body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;font-size:13px}}
 td,th{{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}}th{{background:#f4f4f4}}</style>
 </head><body><h1>{title}</h1>
-<p>{roles} roles, {lessons} lessons. Lines: a role applied a lesson; green = reliably helped
-(lower bound of the mean advantage above 0), red = reliably hurt, grey = not yet clear.</p>
+<p>{roles} roles, {lessons} lessons. Lines: the lesson was shown at random to part of the role's
+rollouts; green = showing it helped (lower bound of the effect above 0), red = it hurt (upper
+bound below 0), grey = not yet clear; dashed = a transfer trial of another role's lesson.</p>
 {svg}
-<h2>Promotions and demotions</h2>
+<h2>Promotions, demotions and prunings</h2>
 {moves}
 </body></html>
 """

@@ -1,23 +1,30 @@
 """The transfer study: what does role A's library do for role B?
 
-Cell (A, B) is the change in Mean@k when B's prompt gets A's lessons, on held-out tasks with
-paired seeds: for A != B, B with A's lessons added against the current libraries; on the
-diagonal, A with its own lessons against A with none. The interval is a paired bootstrap over
-tasks (95%).
+Two ways to the same role x role matrix:
+
+- ``transfer`` runs it: cell (A, B) is the change in Mean@k when B's prompt gets A's lessons,
+  on held-out tasks with paired seeds (for A != B, B with A's lessons added against the current
+  libraries; on the diagonal, A with its own lessons against A with none); the interval is a
+  paired bootstrap over tasks (95%).
+- ``from_trials`` reads it off the training run's randomized evidence, at no model cost: cell
+  (A, B) pools the contrasts of A's lessons shown to B (transfer trials for A != B, A's own
+  evidence on the diagonal), clustered by task, with a 95% t interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas.config import EvalConfig
+from mas.library import evidence
 from mas.scenario import Scenario
 from mas.studies.evaluate import EvalResult, evaluate
 from mas.studies.stats import paired
-from mas.types import Version
+from mas.types import UsageEvent, Version
 
 
 class Cell(BaseModel):
@@ -36,6 +43,26 @@ class TransferResult(BaseModel):
     tasks: int
     k: int
     cells: list[Cell]
+    source: str = "run"
+    """``run`` (a dedicated evaluation) or ``trials`` (the training run's randomized evidence)."""
+
+
+def from_trials(
+    roles: list[str], events: Iterable[UsageEvent], lineage: dict[str, str] | None = None
+) -> TransferResult:
+    """The matrix from the randomized evidence in a usage log (``delta`` is a change in the
+    success rate when the lesson is shown, not in Mean@k)."""
+    tallies = evidence.contrasts(events, lineage)
+    cells = []
+    for a in roles:
+        for b in roles:
+            mine = [t for (role, lesson), t in tallies.items() if role == b and lesson.startswith(f"{a}/")]
+            lessons = len({lesson for (role, lesson) in tallies if role == b and lesson.startswith(f"{a}/")})
+            e = evidence.pooled(b, f"{a}/*", mine, 0.025)
+            low, high = (e.lcb, e.ucb) if math.isfinite(e.lcb) else (0.0, 0.0)
+            cells.append(Cell(source=a, target=b, lessons=lessons, delta=e.effect, low=low, high=high))
+    tasks = len({task for t in tallies.values() for task in t.per_task})
+    return TransferResult(baseline=0.0, tasks=tasks, k=0, cells=cells, source="trials")
 
 
 async def transfer(

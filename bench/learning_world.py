@@ -1,0 +1,499 @@
+"""Does the hierarchy learn the right things? A scripted world where the truth is known.
+
+The world: a maths-like team (planner, solver, verifier) on 40 tasks of varied difficulty.
+Planted lessons each have a true effect per role on the chance that the team succeeds when
+that role's prompt shows them (+0.10 to +0.15 for a lesson that helps, -0.10 to -0.20 for one
+that harms): some help one role, some several, some none, some harm. Effects add up to a
+ceiling (0.95), so they saturate near the top, and two of the solver's lessons are redundant:
+either alone helps, both together help no more. None of this is what the estimator assumes.
+
+The learning calls are noisy, like a real model's: the proposer names a wrong role 30% of the
+time, proposes harmful lessons, neutral ones, paraphrases and negations, and now and then a
+delete of a random lesson; the editor drops one add in ten; the equivalence judge errs one time
+in ten. The confounds that fooled the old evidence rule are switched on: the summarizer judges
+a lesson "applied" in 70% of the winning rollouts that showed it and 30% of the losing ones.
+
+The team's true success with a set of libraries is computed exactly from the world (the mean
+over 200 fresh tasks of the success probability with what each role's prompt would show at
+inference), never sampled. Reported, side by side in one run, for the randomized evidence
+(mas as it is) and for the old rule (lessons always shown; a lesson "helps" a role when the
+mean numeric advantage of the rollouts judged to apply it has a one-sided normal bound above
+zero over 5 uses; private lessons only ever reach their own role; near-duplicates by shared
+words):
+
+- share of the achievable gain reached after 3 epochs of 40 tasks at default settings:
+  (final - no library) / (best library within budget - no library);
+- promotion precision and recall against the planted cross-role lessons;
+- false promotions in the null world (every effect zero, confounds on), over 20 seeds;
+- epochs until a harmful private lesson, planted in the solver's library at the start, leaves.
+
+Goals: share >= 0.8, precision >= 0.9, recall >= 0.8, false promotions in <= 5% of null-world
+seeds, the harmful lesson gone within 2 epochs.
+
+    .venv/bin/python bench/learning_world.py            # the full run (a few minutes)
+    .venv/bin/python bench/learning_world.py --quick    # fewer seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
+from mas.library import promotion
+from mas.library.inject import role_block
+from mas.library.logs import SideFiles
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient, Request, shown
+from mas.scenario import Scenario, load_role
+from mas.train import train
+from mas.types import GLOBAL, Lesson, PromotionMove, Task, Version
+
+ROLES = ("planner", "solver", "verifier")
+BASE = 0.1
+"""Chance of success of the team with no lesson, on a task of average difficulty."""
+FLOOR, CEILING = 0.02, 0.95
+
+
+@dataclass(frozen=True)
+class Planted:
+    key: str
+    texts: tuple[str, ...]
+    """The canonical text, then paraphrases (same lesson, other words)."""
+    negation: str
+    """A text that says the opposite: a different lesson, which does not help."""
+    effect: dict[str, float] = field(default_factory=dict)
+
+
+PLANTED = [
+    Planted(
+        "expression",
+        (
+            "When a task has several operations, write the whole expression with parentheses before computing.",
+            "Before computing anything, set down the full expression, parentheses included, if the task combines operations.",
+            "For multi-step arithmetic, first write out the complete expression with its brackets, then compute.",
+        ),
+        "When a task has several operations, compute each part in your head without writing the expression.",
+        {"planner": 0.15, "solver": 0.15},
+    ),
+    Planted(
+        "estimate",
+        (
+            "When a result comes back, compare it with a rough estimate before passing it on.",
+            "Check every returned result against a quick mental estimate before you hand it over.",
+            "Before passing a result on, make sure it is close to a rough estimate of the answer.",
+        ),
+        "When a result comes back, pass it on at once without comparing it with any estimate.",
+        {"solver": 0.15, "verifier": 0.15},
+    ),
+    Planted(
+        "units",
+        (
+            "When quantities come with units, keep each unit next to its number at every step.",
+            "Carry the unit of every quantity along with its number through each step.",
+            "At each step, write every number together with its unit.",
+        ),
+        "When quantities come with units, drop the units and work with bare numbers.",
+        {},
+    ),
+    Planted(
+        "reread",
+        (
+            "When the question asks for a specific quantity, reread it before giving the final answer.",
+            "Before the final answer, read the question again to confirm which quantity it asks for.",
+            "Reread the question just before answering, to be sure of the quantity wanted.",
+        ),
+        "When the question asks for a specific quantity, answer without rereading it.",
+        {"planner": 0.15, "verifier": 0.15},
+    ),
+    Planted(
+        "order",
+        (
+            "When several steps depend on each other, do them in the order the question states them.",
+            "Follow the order the question gives when its steps depend on one another.",
+            "Keep dependent steps in the sequence the question lays out.",
+        ),
+        "When several steps depend on each other, do the easiest one first whatever the question says.",
+        {"solver": 0.12},
+    ),
+    Planted(
+        "calculator",
+        (
+            "When a product or a quotient has more than one digit on each side, use the calculator.",
+            "Use the calculator for any product or quotient of multi-digit numbers.",
+            "Multi-digit products and quotients go to the calculator, not to mental arithmetic.",
+        ),
+        "When a product has more than one digit on each side, compute it mentally instead of with the calculator.",
+        {"solver": 0.12},
+    ),
+    Planted(
+        "plan",
+        (
+            "When the task has more than two steps, number the steps of the plan.",
+            "Number each step of the plan whenever the task takes more than two steps.",
+            "Write plans of three or more steps as a numbered list.",
+        ),
+        "When the task has more than two steps, write the plan as one paragraph without numbers.",
+        {},
+    ),
+    Planted(
+        "reverse",
+        (
+            "When checking a result, redo the last operation in reverse.",
+            "To check a result, undo the last operation and see whether you get back the input.",
+            "Verify by running the final operation backwards.",
+        ),
+        "When checking a result, trust it without redoing any operation.",
+        {"verifier": 0.12},
+    ),
+    Planted(
+        "aloud",
+        (
+            "When the numbers are small, say each one aloud before using it.",
+            "Name each small number out loud before you use it.",
+            "Say small numbers aloud before working with them.",
+        ),
+        "When the numbers are small, never say them aloud.",
+        {},
+    ),
+    Planted(
+        "color",
+        (
+            "When the plan is long, highlight its key words in your head.",
+            "Mentally highlight the key words of a long plan.",
+            "In a long plan, keep its key words highlighted in mind.",
+        ),
+        "When the plan is long, do not highlight anything.",
+        {},
+    ),
+    Planted(
+        "guess",
+        (
+            "When a result is slow to compute, give the first number that comes to mind.",
+            "If computing takes long, answer with whatever number comes to mind first.",
+            "Answer with your first guess when a computation would take long.",
+        ),
+        "When a result is slow to compute, never guess a number.",
+        {"planner": -0.1, "solver": -0.2, "verifier": -0.1},
+    ),
+    Planted(
+        "skip",
+        (
+            "When the solver sounds confident, skip the check.",
+            "Skip checking when the result is stated with confidence.",
+            "A confident result needs no check: skip it.",
+        ),
+        "When the solver sounds confident, still check the result.",
+        {"verifier": -0.15},
+    ),
+]
+CROSS_ROLE = {p.key for p in PLANTED if sum(v > 0 for v in p.effect.values()) >= 2}
+HARMFUL = next(p for p in PLANTED if p.key == "guess")
+REDUNDANT = ("calculator", "order")
+"""Two lessons doing one job for the solver: together they help no more than one of them."""
+
+
+class World:
+    """The team, the proposer, the editor, the summarizer and the judge, all in one scripted
+    responder; the world's state is per rollout (keyed by its seed), never global."""
+
+    def __init__(self, seed: int, *, null: bool = False):
+        self.rng, self.null = random.Random(seed), null
+        self.identity: dict[str, tuple[str, bool]] = {}
+        for p in PLANTED:
+            for text in p.texts:
+                self.identity[_norm(text)] = (p.key, False)
+            self.identity[_norm(p.negation)] = (p.key, True)
+        self.effects = {p.key: ({} if null else dict(p.effect)) for p in PLANTED}
+        self.difficulty: dict[str, float] = {}
+        self.seen: dict[int, dict[str, list[str]]] = {}
+
+    # -- the truth
+
+    def gain(self, role: str, texts: list[str]) -> float:
+        keys = [self.identity[_norm(t)] for t in texts if _norm(t) in self.identity]
+        plain = {k for k, negated in keys if not negated}
+        total = sum(self.effects[k].get(role, 0.0) for k in plain)
+        if role == "solver" and set(REDUNDANT) <= plain and not self.null:
+            total -= min(self.effects[k].get(role, 0.0) for k in REDUNDANT)
+        return total
+
+    def success(self, task: str, shown_by_role: dict[str, list[str]]) -> float:
+        chance = BASE + self.difficulty.get(task, 0.0) + sum(self.gain(r, t) for r, t in shown_by_role.items())
+        return min(CEILING, max(FLOOR, chance))
+
+    # -- the scripted model
+
+    def respond(self, request: Request):
+        if request.schema is not None:
+            return json.dumps(self._learning(request))
+        role = re.search(r"You are the (\w+)", request.system).group(1)
+        task = request.messages[0]
+        self.seen.setdefault(request.seed, {})[role] = shown(request.system)
+        if role != "verifier":
+            return f"{role} did its part."
+        chance = self.success(task, self.seen.pop(request.seed))
+        number = re.search(r"\d+", task).group(0)
+        return f"ANSWER: {number if request.unit('outcome') < chance else '0'}"
+
+    def _learning(self, request: Request) -> dict:
+        name = request.schema.__name__
+        body = "\n".join(request.messages)
+        if name == "Summary":
+            return self._summary(request, body)
+        if name == "Advantage":
+            return self._advantage(request, body)
+        if name == "EditBatch":
+            return self._edit(request, body)
+        if name == "Equivalence":
+            return self._equivalence(request, body)
+        raise ValueError(name)
+
+    def _summary(self, request: Request, body: str) -> dict:
+        won = "(reward 1)" in body
+        roles = []
+        for section in body.split("\n## ")[1:]:
+            role = section.split("\n", 1)[0].strip()
+            ids = re.findall(r"^  \[(\S+)\] ", section, re.M)
+            applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
+            roles.append({"role": role, "steps": ["did its part"], "applied": applied})
+        return {"roles": roles, "outcome": "right" if won else "wrong"}
+
+    def _advantage(self, request: Request, body: str) -> dict:
+        u = lambda salt: request.unit(salt)  # noqa: E731
+        draw = u("kind")
+        helpful = [p for p in PLANTED if any(v > 0 for v in p.effect.values())]
+        if draw < 0.6:
+            p, negated = helpful[int(u("p") * len(helpful))], False
+        elif draw < 0.75:
+            p, negated = [q for q in PLANTED if not q.effect][int(u("n") * 2)], False
+        elif draw < 0.88:
+            p, negated = [q for q in PLANTED if any(v < 0 for v in q.effect.values())][int(u("h") * 2)], False
+        else:
+            p, negated = helpful[int(u("g") * len(helpful))], True
+        text = p.negation if negated else p.texts[int(u("t") * len(p.texts))]
+        helped = [r for r, v in p.effect.items() if v > 0]
+        role = helped[int(u("r") * len(helped))] if helped and u("right") < 0.7 else ROLES[int(u("w") * 3)]
+        ops = [{"op": "add", "library": role, "text": text, "reason": "the winners did this"}]
+        ids = re.findall(r"^\[(\S+)\] ", body, re.M)
+        if ids and u("delete") < 0.1:
+            ops.append({"op": "delete", "id": ids[int(u("d") * len(ids))], "reason": "the losers followed it"})
+        return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": [role], "operations": ops}
+
+    def _edit(self, request: Request, body: str) -> dict:
+        adds = re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)
+        edits = [{"op": "add", "text": t} for i, t in enumerate(adds) if request.unit(f"drop {i}") >= 0.1]
+        edits += [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
+        return {"edits": edits or [{"op": "keep"}]}
+
+    def _equivalence(self, request: Request, body: str) -> dict:
+        a, b = re.findall(r"^Lesson [AB]: (.+)$", body, re.M)
+        same = self.identity.get(_norm(a), (a, False)) == self.identity.get(_norm(b), (b, False))
+        if request.unit("judge errs") < 0.1:
+            same = not same
+        return {"reason": "scripted", "same": same, "merged": a if same else ""}
+
+    # -- measuring a library
+
+    def true_success(self, heads: dict[str, Version], tasks: list[Task]) -> float:
+        total = 0.0
+        for task in tasks:
+            prompts = {r: [l.text for l in _lessons(heads, r, task.question)] for r in ROLES}
+            total += self.success(task.question, prompts)
+        return total / len(tasks)
+
+    def best(self, tasks: list[Task]) -> float:
+        lessons = {
+            r: [
+                p.texts[0]
+                for p in PLANTED
+                if self.effects[p.key].get(r, 0) > 0 and not (r == "verifier" and p.key == REDUNDANT[1])
+            ]
+            for r in ROLES
+        }
+        return sum(self.success(t.question, lessons) for t in tasks) / len(tasks)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def _lessons(heads: dict[str, Version], role: str, question: str) -> list[Lesson]:
+    block = role_block(heads, role, task=question)
+    by_id = {l.id: l for v in heads.values() for l in v.lessons}
+    return [by_id[i] for i in block.shown]
+
+
+def scenario(world: World, n: int, *, seed: int, prefix: str = "w") -> Scenario:
+    rng = random.Random(seed)
+    tasks = []
+    for i in range(n):
+        question = f"Report the number {rng.randint(10, 999)} ({prefix}{i})."
+        world.difficulty[question] = rng.uniform(-0.15, 0.15)
+        tasks.append(Task(id=f"{prefix}{i:03d}", question=question, answer=re.search(r"\d+", question).group(0)))
+    return Scenario("world", [load_role(r) for r in ROLES], tasks, "numeric", test_tasks=[])
+
+
+# -- the old rule, kept here to compare with ---------------------------------------------------
+
+
+def old_rule_moves(store: LibraryStore, *, min_uses: int = 5, z: float = 1.645) -> list[PromotionMove]:
+    """Promotions by the rule mas used before randomized exposure: judged uses, mean numeric
+    advantage, a normal bound, private lessons only for their own role, clusters by words."""
+    heads = store.heads()
+    sums: dict[tuple[str, str], list[float]] = {}
+    for e in SideFiles(store.path).usage.items():
+        for lesson in e.judged:
+            sums.setdefault((e.role, lesson), []).append(e.advantage)
+
+    def bound(values: list[float]) -> tuple[float, float]:
+        n = len(values)
+        mean = sum(values) / n
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else math.inf
+        return mean, mean - z * sd / math.sqrt(n)
+
+    private = [(v.library, l) for v in heads.values() if v.library != GLOBAL for l in v.lessons]
+    clusters: list[list[tuple[str, Lesson]]] = []
+    for item in private:
+        for cluster in clusters:
+            if any(_jaccard(item[1].text, other.text) >= 0.6 for _, other in cluster):
+                cluster.append(item)
+                break
+        else:
+            clusters.append([item])
+    moves = []
+    for cluster in clusters:
+        helped = []
+        for role in sorted({r for r, _ in cluster}):
+            values = [a for r, l in cluster if r == role for a in sums.get((role, l.id), [])]
+            if len(values) >= min_uses and bound(values)[1] > 0:
+                helped.append(role)
+        if len(helped) >= 2:
+            moves.append(
+                PromotionMove(
+                    kind="promote",
+                    text=cluster[0][1].text,
+                    lessons=[l.id for _, l in cluster],
+                    evidence=[],
+                    roles=helped,
+                )
+            )
+    return moves
+
+
+def _jaccard(a: str, b: str) -> float:
+    x, y = set(re.findall(r"[a-z]+", a.lower())), set(re.findall(r"[a-z]+", b.lower()))
+    return len(x & y) / len(x | y) if x | y else 0.0
+
+
+# -- one run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    share: float
+    promoted: list[str]
+    """Planted keys of the promoted lessons ("?" for a text the world does not know)."""
+    harmful_gone: int | None
+    """The epoch after which the planted harmful lesson had left the solver's library (1-based)."""
+
+
+def run(seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3) -> Outcome:
+    world = World(seed, null=null)
+    train_scenario = scenario(world, tasks, seed=seed)
+    held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
+    folder = Path(tempfile.mkdtemp(prefix="world-"))
+    store = LibraryStore(folder / "lib.json")
+    store.commit(
+        [Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text=HARMFUL.texts[0])])]
+    )
+    config = TrainConfig(epochs=epochs, seed=seed)
+    if old:
+        config = config.model_copy(
+            update={"exposure": ExposurePolicy(off=True), "promotion": PromotionPolicy(cadence="off")}
+        )
+    asyncio.run(
+        train(train_scenario, client=FakeClient(world.respond), store=store, run_dir=folder / "run", config=config)
+    )
+    if old:
+        moves = old_rule_moves(store)
+        versions, moves = promotion.execute(
+            moves, store.heads(), provenance=store.head("solver").provenance.model_copy(update={"stage": "promotion"})
+        )
+        store.commit(versions)
+    else:
+        moves = [m for _, step in SideFiles(store.path).promotions.steps() for m in step]
+    heads = store.heads()
+    empty = world.true_success({}, held)
+    share = (world.true_success(heads, held) - empty) / max(world.best(held) - empty, 1e-9)
+    promoted = [world.identity.get(_norm(m.text), ("?", False))[0] for m in moves if m.kind == "promote"]
+    return Outcome(share, promoted, _harmful_gone(store))
+
+
+def _harmful_gone(store: LibraryStore) -> int | None:
+    for version in store.versions("solver"):
+        if "solver/0001" not in {l.id for l in version.lessons} and version.provenance:
+            return version.provenance.epoch + 1
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 6 and 20")
+    args = parser.parse_args()
+    planted_seeds, null_seeds = (range(4), range(8)) if args.quick else (range(6), range(20))
+    started = time.perf_counter()
+    table = {}
+    for label, old in (("randomized (mas)", False), ("old rule", True)):
+        outcomes = [run(s, old=old) for s in planted_seeds]
+        nulls = [run(100 + s, null=True, old=old) for s in null_seeds]
+        promoted = [k for o in outcomes for k in o.promoted]
+        right = sum(k in CROSS_ROLE for k in promoted)
+        found = sum(len(set(o.promoted) & CROSS_ROLE) for o in outcomes)
+        gone = [o.harmful_gone for o in outcomes]
+        table[label] = {
+            "share": sum(o.share for o in outcomes) / len(outcomes),
+            "precision": right / len(promoted) if promoted else float("nan"),
+            "recall": found / (len(CROSS_ROLE) * len(outcomes)),
+            "null": sum(bool(o.promoted) for o in nulls) / len(nulls),
+            "harmful": max((g or 99) for g in gone),
+            "promoted": len(promoted),
+        }
+    print(
+        f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default settings"
+    )
+    print(
+        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>7} {'null seeds w/ promotion':>24} {'harmful gone by epoch':>22}"
+    )
+    for label, row in table.items():
+        harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
+        print(
+            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {row['recall']:>7.2f} {row['null']:>24.0%} {harmful:>22}"
+        )
+    mine = table["randomized (mas)"]
+    goals = [
+        ("share of achievable gain >= 0.8", mine["share"] >= 0.8),
+        ("promotion precision >= 0.9", mine["precision"] >= 0.9),
+        ("promotion recall >= 0.8", mine["recall"] >= 0.8),
+        ("false promotions in <= 5% of null seeds", mine["null"] <= 0.05),
+        ("harmful lesson gone within 2 epochs", mine["harmful"] <= 2),
+    ]
+    for goal, ok in goals:
+        print(f"{'PASS' if ok else 'FAIL'}  {goal}")
+    print(f"({time.perf_counter() - started:.0f} s)")
+    return 0 if all(ok for _, ok in goals) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

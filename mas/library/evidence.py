@@ -1,0 +1,173 @@
+"""Randomized evidence: does showing a lesson to a role help that role's team?
+
+Within a group (G rollouts of one task), each lesson under evaluation was shown to a random
+part of the rollouts (``exposure.py``). Its contrast in that group is the mean reward of the
+rollouts that were shown it minus the mean reward of those that were not: task difficulty
+cancels, and nothing the model says (a citation, a summarizer's judgement) enters it.
+
+Contrasts are clustered by task (a task's groups across epochs are averaged first, so one
+task seen three times does not count as three), and the effect is their mean over tasks with
+a Student t interval. Training looks at the evidence again after every epoch, so the level of
+the bounds is spent across looks: look t uses alpha * 6 / (pi^2 t^2), which sums to alpha
+over all looks (a union bound: the bounds hold at every look at once).
+
+    >>> round(t_quantile(0.975, 10), 3)
+    2.228
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mas.types import Effect, UsageEvent
+
+SD_FLOOR = 0.2
+"""Smallest per-task standard deviation an interval assumes: with 0/1 rewards, a handful of
+identical contrasts says little, and a zero spread must not make a bound exact."""
+
+
+def plausibly_helps(e: Effect, level: float = 0.2) -> bool:
+    """Whether a lenient one-sided bound (``level``, not spent) still admits help: the test
+    that keeps a lesson whose small effect a strict bound cannot yet confirm."""
+    return e.tasks < 2 or e.effect - t_quantile(1 - level, e.tasks - 1) * e.se > 0
+
+
+def spent(alpha: float, look: int) -> float:
+    """The level of look ``look`` (1, 2, ...): the looks' levels sum to ``alpha``."""
+    return alpha * 6 / (math.pi**2 * max(look, 1) ** 2)
+
+
+@dataclass
+class _Tally:
+    per_task: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    exposures: int = 0
+    judged: int = 0
+
+
+def contrasts(events: Iterable[UsageEvent], lineage: dict[str, str] | None = None) -> dict[tuple[str, str], _Tally]:
+    """Per (role, lesson): the contrasts of the groups where the lesson's showing to the role
+    was randomized, by task. ``lineage`` maps an old lesson id to the id it lives on as (a
+    promoted lesson keeps the evidence of the private lesson it came from)."""
+    lineage = lineage or {}
+    groups: dict[tuple, list[UsageEvent]] = defaultdict(list)
+    for event in events:
+        if event.randomized:
+            groups[(event.run, event.epoch, event.step, event.task_id, event.role)].append(event)
+    tallies: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
+    for (*_, task, role), members in groups.items():
+        for lesson in members[0].randomized:
+            shown = [e for e in members if lesson in e.shown]
+            hidden = [e for e in members if lesson not in e.shown]
+            if not shown or not hidden:
+                continue
+            tally = tallies[(role, _current(lesson, lineage))]
+            tally.per_task[task].append(_mean(e.reward for e in shown) - _mean(e.reward for e in hidden))
+            tally.exposures += len(shown)
+            tally.judged += sum(lesson in e.judged for e in shown)
+    return tallies
+
+
+def estimate(
+    events: Iterable[UsageEvent], *, lineage: dict[str, str] | None = None, alpha: float = 0.05, look: int = 1
+) -> dict[tuple[str, str], Effect]:
+    """The effect of every (role, lesson) with randomized evidence, with one-sided bounds at
+    the level ``spent(alpha, look)``."""
+    level = spent(alpha, look)
+    out = {}
+    for (role, lesson), tally in contrasts(events, lineage).items():
+        out[(role, lesson)] = effect_of(role, lesson, tally, level)
+    return out
+
+
+def effect_of(role: str, lesson: str, tally: _Tally, level: float) -> Effect:
+    per_task = [_mean(values) for values in tally.per_task.values()]
+    n = len(per_task)
+    mean = _mean(per_task)
+    if n < 2:
+        se, low, high = math.inf, -math.inf, math.inf
+    else:
+        se = max(math.sqrt(sum((x - mean) ** 2 for x in per_task) / (n - 1)), SD_FLOOR) / math.sqrt(n)
+        half = t_quantile(1 - level, n - 1) * se
+        low, high = mean - half, mean + half
+    return Effect(
+        role=role, lesson=lesson, tasks=n, contrasts=sum(len(v) for v in tally.per_task.values()),
+        exposures=tally.exposures, effect=mean, lcb=low, ucb=high, se=se,
+        trial=not (lesson.startswith(f"{role}/") or lesson.startswith("global/")),
+        judged=tally.judged / tally.exposures if tally.exposures else 0.0,
+    )  # fmt: skip
+
+
+def pooled(role: str, lesson: str, tallies: list[_Tally], level: float) -> Effect:
+    """One effect from the contrasts of several lessons judged equivalent, for one role."""
+    merged = _Tally()
+    for tally in tallies:
+        for task, values in tally.per_task.items():
+            merged.per_task[task].extend(values)
+        merged.exposures += tally.exposures
+        merged.judged += tally.judged
+    return effect_of(role, lesson, merged, level)
+
+
+def _current(lesson: str, lineage: dict[str, str]) -> str:
+    seen = set()
+    while lesson in lineage and lesson not in seen:
+        seen.add(lesson)
+        lesson = lineage[lesson]
+    return lesson
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+# -- Student's t, from the regularized incomplete beta function (Numerical Recipes 6.4) -----
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0.5 < p < 1)."""
+    low, high = 0.0, 1.0
+    while _t_cdf(high, df) < p:
+        high *= 2
+    for _ in range(80):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_cdf(middle, df) < p else (low, middle)
+    return (low + high) / 2
+
+
+def _t_cdf(t: float, df: int) -> float:
+    return 1 - 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _continued_fraction(a, b, x) / a
+    return 1 - front * _continued_fraction(b, a, 1 - x) / b
+
+
+def _continued_fraction(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= d * c
+        if abs(d * c - 1) < 1e-12:
+            break
+    return result

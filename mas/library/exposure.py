@@ -1,0 +1,132 @@
+"""Randomized exposure: which lessons each rollout of a group shows to each role.
+
+A lesson under evaluation for a role is shown to a random part of the group's rollouts and
+withheld from the others, so that the group itself measures what the lesson does (see
+``evidence.py``). What is under evaluation, for each role:
+
+- every lesson of its prompt that has not yet shown that it helps the role ("evaluating");
+- a lesson that has shown it helps ("established") only now and then (``retest``, per step),
+  so that its evidence keeps growing and a lesson that stops helping can leave;
+- a few promising lessons of other roles' libraries (transfer trials), shown only to a random
+  part of the rollouts, never to all.
+
+Each choice is a hash of the run's seed and the step, task, role and lesson: a resumed run
+makes the same choices, and the rollouts record what they showed (``RoleTrace.shown``).
+
+Shares: half the rollouts (``share`` 0.5) see an evaluating lesson: an even split makes the
+contrast of a group most precise. An established lesson is evaluated again in about a third of
+the steps (``retest``): the rest of the time every rollout gets it, which is what the lesson
+has earned, and what keeps the stable part of the prompt stable for prompt caching.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import NamedTuple
+
+from mas.config import ExposurePolicy, seed_of
+from mas.types import GLOBAL, Effect, Lesson, Version
+
+
+class RoleExposure(NamedTuple):
+    """What one role's prompt shows in one rollout, beyond the plain injection."""
+
+    hidden: frozenset[str]
+    """Injected lessons withheld from this rollout."""
+    trials: tuple[Lesson, ...]
+    """Lessons of other roles shown in this rollout."""
+    randomized: tuple[str, ...]
+    """The lessons whose showing to this role is randomized in this group."""
+    stable: frozenset[str]
+    """Injected lessons every rollout of the group shows (they go first in the prompt)."""
+
+
+def established(effect: Effect | None, min_tasks: int) -> bool:
+    return effect is not None and effect.tasks >= min_tasks and effect.lcb > 0
+
+
+def trial_lessons(
+    role: str,
+    heads: dict[str, Version],
+    effects: dict[tuple[str, str], Effect],
+    *,
+    most: int,
+    min_tasks: int,
+    same: Callable[[Lesson, Lesson], bool] = lambda a, b: False,
+) -> list[Lesson]:
+    """Up to ``most`` private lessons of other roles that look promising where they are
+    (positive effect over at least ``min_tasks`` tasks), best first, to try on ``role``;
+    never one the role already has in other words (its own copy carries that evidence), and
+    never two that say the same thing."""
+    own = heads.get(role, Version.empty(role)).lessons
+    found = []
+    for version in heads.values():
+        if version.library in (GLOBAL, role):
+            continue
+        for lesson in version.lessons:
+            where = effects.get((version.library, lesson.id))
+            if (
+                where is not None
+                and where.tasks >= min_tasks
+                and where.effect > 0
+                and not any(same(lesson, m) for m in own)
+            ):
+                found.append((where.effect, lesson))
+    found.sort(key=lambda pair: (-pair[0], pair[1].id))
+    chosen: list[Lesson] = []
+    for _, lesson in found:
+        if len(chosen) < most and not any(same(lesson, c) for c in chosen):
+            chosen.append(lesson)
+    return chosen
+
+
+def plan(
+    injected: list[str],
+    trials: list[Lesson],
+    *,
+    role: str,
+    effects: dict[tuple[str, str], Effect],
+    policy: ExposurePolicy,
+    min_tasks: int,
+    group_size: int,
+    key: tuple,
+) -> list[RoleExposure]:
+    """One ``RoleExposure`` per rollout of a group, for one role. ``key`` names the group
+    (the run's seed, the step, the task)."""
+    if policy.off:
+        return [RoleExposure(frozenset(), (), (), frozenset(injected))] * group_size
+    randomized = [
+        lesson
+        for lesson in injected
+        if not established(effects.get((role, lesson)), min_tasks)
+        or _unit(*key, role, lesson, "retest") < policy.retest
+    ]
+    randomized += [lesson.id for lesson in trials]
+    shown = {lesson: _chosen(group_size, policy.share, key, role, lesson) for lesson in randomized}
+    stable = frozenset(injected) - set(randomized)
+    return [
+        RoleExposure(
+            hidden=frozenset(lesson for lesson in injected if lesson in shown and i not in shown[lesson]),
+            trials=tuple(lesson for lesson in trials if i in shown[lesson.id]),
+            randomized=tuple(randomized),
+            stable=stable,
+        )
+        for i in range(group_size)
+    ]
+
+
+def _chosen(size: int, share: float, *key: object) -> set[int]:
+    """Which rollouts of a group of ``size`` show a lesson: about ``share`` of them, never all
+    and never none (so every group gives a contrast), the count rounded at random."""
+    rng = random.Random(seed_of(*key, "exposure"))
+    if size < 2:
+        return {0} if rng.random() < share else set()
+    exact = share * size
+    count = min(max(math.floor(exact) + (rng.random() < exact - math.floor(exact)), 1), size - 1)
+    return set(rng.sample(range(size), count))
+
+
+def _unit(*key: object) -> float:
+    return seed_of(*key) / 16**8

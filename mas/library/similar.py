@@ -1,0 +1,145 @@
+"""Near-duplicate lessons, judged by meaning.
+
+Shared words are only a cheap way to find candidates: "always use the calculator" and "never
+use the calculator" share most of theirs, and a true paraphrase may share few. So: candidates
+are pairs sharing enough content words (``overlap``); a pair where one side negates and the
+other does not is never the same; every other candidate pair goes to a model call that
+compares condition with condition and action with action, and may offer a merged text.
+
+Judgements are kept in ``<library>.equivalence.jsonl`` (by the two texts), so a pair is asked
+about once, and ``mas promote`` without a model can reuse what training judged. A pair no one
+has judged counts as different: the safe side, since "same" deletes a lesson.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from autogen_core.models import ChatCompletionClient
+
+from mas.ask import ask
+from mas.config import seed_of
+from mas.errors import EndpointError, ModelReplyError
+from mas.library.edits import text_problem
+from mas.meter import Meter
+from mas.types import Equivalence, Lesson
+
+_WORD = re.compile(r"[a-z0-9']+")
+STOPWORDS = frozenset(
+    "a an the and or of to in on for it its is are be with when then if as at by from this that these those "
+    "your you their each any every all before after into than".split()
+)
+NEGATIONS = frozenset("not no never don't dont avoid without nor cannot can't neither none stop skip ignore".split())
+
+
+def words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower())) - STOPWORDS
+
+
+def overlap(a: str, b: str) -> float:
+    """Shared content words over all content words (Jaccard)."""
+    x, y = words(a), words(b)
+    return len(x & y) / len(x | y) if x | y else 0.0
+
+
+def negates(text: str) -> bool:
+    return bool(words(text) & NEGATIONS)
+
+
+def normal(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+class Judge:
+    """Answers "are these two lessons the same?", by rule where a rule decides, else from the
+    judgements kept beside the library, else by asking the model (when there is one)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        client: ChatCompletionClient | None,
+        overlap: float,
+        seed: int = 0,
+        temperature: float = 0.0,
+        meter: Meter | None = None,
+    ):
+        self.path, self.client, self.threshold, self.seed, self.temperature = path, client, overlap, seed, temperature
+        self.meter = meter or Meter()
+        self.known: dict[str, Equivalence] = dict(self._read())
+
+    def candidate(self, a: Lesson, b: Lesson) -> bool:
+        """Worth judging: not one negating what the other asserts, and either in the same
+        library (a library is small, and a paraphrase may share few words) or sharing enough
+        content words."""
+        if negates(a.text) != negates(b.text):
+            return False
+        return a.id.rpartition("/")[0] == b.id.rpartition("/")[0] or overlap(a.text, b.text) >= self.threshold
+
+    def verdict(self, a: Lesson, b: Lesson) -> Equivalence | None:
+        """What is known about the pair without a model call (None: not judged yet)."""
+        if normal(a.text) == normal(b.text):
+            return Equivalence(reason="the same words", same=True, merged=a.text)
+        if not self.candidate(a, b):
+            return Equivalence(reason="different words or opposite polarity", same=False)
+        return self.known.get(_key(a.text, b.text))
+
+    async def same(self, a: Lesson, b: Lesson) -> bool:
+        found = self.verdict(a, b)
+        if found is None and self.client is not None:
+            found = await self._ask(a, b)
+        return bool(found and found.same)
+
+    def known_same(self, a: Lesson, b: Lesson) -> bool:
+        """Judged the same already (no model call): what planning a step can use."""
+        found = self.verdict(a, b)
+        return bool(found and found.same)
+
+    async def judge_all(self, pairs: Iterable[tuple[Lesson, Lesson]]) -> None:
+        """Ask about every candidate pair not judged yet (one model call each)."""
+        for a, b in pairs:
+            if self.verdict(a, b) is None and self.client is not None:
+                await self._ask(a, b)
+
+    async def _ask(self, a: Lesson, b: Lesson) -> Equivalence | None:
+        key = _key(a.text, b.text)
+        try:
+            reply = await ask(
+                self.client, "equivalence", Equivalence, meter=self.meter, seed=seed_of(self.seed, "equivalence", key),
+                temperature=self.temperature, max_tokens=400, first=a.text, second=b.text,
+            )  # fmt: skip
+        except (ModelReplyError, EndpointError):
+            return None  # counted in the meter; the pair stays different, and is asked again later
+        if reply.merged and text_problem(reply.merged):
+            reply = reply.model_copy(update={"merged": ""})
+        self.known[key] = reply
+        self._append(key, a.text, b.text, reply)
+        return reply
+
+    def _read(self) -> Iterable[tuple[str, Equivalence]]:
+        if not self.path.exists():
+            return
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+                yield record["key"], Equivalence.model_validate(record["verdict"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn or damaged line: that pair is judged again
+
+    def _append(self, key: str, a: str, b: str, verdict: Equivalence) -> None:
+        line = {"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _key(a: str, b: str) -> str:
+    first, second = sorted((normal(a), normal(b)))
+    return hashlib.sha256(f"{first}\n{second}".encode()).hexdigest()[:24]
