@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from importlib.metadata import version
@@ -37,6 +38,7 @@ from mas.studies.evaluate import EvalResult, evaluate
 from mas.studies.evaluate import compare as compare_results
 from mas.studies.report import write_report
 from mas.studies.transfer import transfer
+from mas.tools import isolation
 from mas.train import train
 from mas.types import StepReport
 
@@ -58,6 +60,14 @@ LibraryOpt = Annotated[
 Inject = field_type(Budget, "inject")
 Cadence = field_type(PromotionPolicy, "cadence")
 Prices = Annotated[Path | None, typer.Option(help="Price table (TOML).", show_default="the shipped examples")]
+UnsafePython = Annotated[
+    bool,
+    typer.Option(
+        "--unsafe-python-tool",
+        help=f"Run the python tool without isolation (no bubblewrap needed; same as {isolation.UNSAFE_ENV}=1): "
+        "model-written code can read, write and reach whatever you can.",
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -104,8 +114,10 @@ def train_command(
     ] = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Train the role libraries of SCENARIO with Training-Free GRPO."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario)
     config = settings(
         TrainConfig, {"budget": "--inject", "promotion": "--promote-every"},
@@ -168,8 +180,10 @@ def eval_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same tasks and seeds."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario)
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
@@ -232,8 +246,10 @@ def transfer_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario)
     path = library or paths.library_file(spec.name)
     if not path.exists():
@@ -282,8 +298,10 @@ def ablate_command(
     prices: Prices = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario)
     chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
     unknown = [v for v in chosen if v not in VARIANTS]
@@ -363,6 +381,11 @@ def _step_line(r: StepReport) -> str:
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
         f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
+
+
+def _allow_unsafe_python(allowed: bool) -> None:
+    if allowed:  # the python tool reads it where it checks its isolation, in this process
+        os.environ[isolation.UNSAFE_ENV] = "1"
 
 
 def _progress() -> Progress:
