@@ -206,8 +206,10 @@ def test_mas_cannot_be_signalled(unsafe):
     assert bool(received) == unsafe, out
 
 
-def test_detached_grandchildren_die_at_the_deadline(unsafe, tmp_path):
-    """Four orphans (setsid, double fork) were alive and writing 40 s later, holding 4 x 400 MB."""
+@pytest.mark.parametrize("ending", ["deadline", "exit"])
+def test_detached_grandchildren_die_with_the_code(unsafe, tmp_path, ending):
+    """Four orphans (setsid, double fork) were alive and writing 40 s later, holding 4 x 400 MB.
+    They end with the code: at its deadline, or when it exits."""
     marker, beat = uuid.uuid4().hex, tmp_path / "beat"
     code = textwrap.dedent(f"""
         import os, time  # {marker}
@@ -227,12 +229,12 @@ def test_detached_grandchildren_die_at_the_deadline(unsafe, tmp_path):
                             pass
                         time.sleep(0.05)
                 os._exit(0)
-        time.sleep(60)
+        time.sleep(60 if {ending == "deadline"} else 1)
     """)
     try:
         started = time.monotonic()
         out = run(code, wall_seconds=2)
-        assert "ran past 2 s" in out and time.monotonic() - started < 4
+        assert ("ran past 2 s" in out) == (ending == "deadline") and time.monotonic() - started < 4, out
         left = alive(marker)
         held_mb = sum(_rss_mb(pid) for pid in left)
         assert bool(left) == unsafe and (held_mb > 600) == unsafe, (left, held_mb)
@@ -263,6 +265,41 @@ def test_the_sandbox_dies_with_mas(unsafe):
             time.sleep(0.05)
         assert bool(alive(marker)) == unsafe
     finally:
+        kill(alive(marker))
+
+
+def test_the_lifeline_ends_the_sandbox_when_mas_dies_during_bwrap_setup():
+    """bwrap binds itself to its parent only once it runs, and its PID 1 only after setup: mas
+    killed in between would leave the sandbox running. The lifeline covers that moment.
+    Simulated: a sandbox whose bwrap has no --die-with-parent and is killed."""
+    marker = uuid.uuid4().hex
+    lifeline, lifeline_w = os.pipe()
+    argv = isolation.command(
+        isolation.require(), f"import time  # {marker}\ntime.sleep(60)", cpu=5, memory_mb=256, processes=8,
+        scratch_mb=1, info_fd=None, lifeline=lifeline,
+    )  # fmt: skip
+    argv.remove("--die-with-parent")
+    bwrap = subprocess.Popen(argv, pass_fds=(lifeline,), env={})
+    os.close(lifeline)
+    try:
+        for _ in range(100):
+            if len(alive(marker)) >= 3:  # bwrap's PID 1, the launcher and the code
+                break
+            time.sleep(0.05)
+        bwrap.kill()
+        bwrap.wait()
+        time.sleep(0.3)
+        assert alive(marker)  # unbound: it outlives bwrap
+        os.close(lifeline_w)  # what mas dying does
+        lifeline_w = None
+        for _ in range(40):
+            if not alive(marker):
+                break
+            time.sleep(0.05)
+        assert not alive(marker)
+    finally:
+        if lifeline_w is not None:
+            os.close(lifeline_w)
         kill(alive(marker))
 
 
@@ -313,8 +350,8 @@ def test_printing_400_mb_costs_mas_almost_nothing(unsafe):
 
 
 def test_what_the_code_sees():
-    uid, ppid, *top = run("import os; print(os.getuid(), os.getppid(), *os.listdir('/'))").split()
-    assert uid != "0" and ppid == "1"  # not root; started by PID 1 of a namespace of its own
+    uid, pid, *top = run("import os; print(os.getuid(), os.getpid(), *os.listdir('/'))").split()
+    assert uid != "0" and int(pid) <= 3  # not root; in a PID namespace of its own
     assert {"dev", "proc", "tmp"} <= set(top) and not {"etc", "home", "var", "work"} & set(top), top
     assert "ModuleNotFoundError" in run("import pydantic")  # no site-packages: the standard library only
 

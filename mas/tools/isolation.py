@@ -4,7 +4,9 @@ The code runs in its own mount, PID, network, IPC and UTS namespaces. It sees, r
 only the interpreter, its standard library (with site-packages hidden) and the shared
 libraries ``ldd`` says they load; a fresh ``/proc`` of its own PID namespace; a minimal
 ``/dev``; and a size-capped private tmpfs as ``/tmp`` and working directory. No host file of
-the caller, no network (not even the host's loopback), no environment variable.
+the caller, no network (not even the host's loopback), no environment variable. Everything
+the code starts lives in its PID namespace and ends with it: when the code exits, at its
+deadline, and when mas dies.
 
 Process counts: ``RLIMIT_NPROC`` is not enforced for root, and a user namespace started by
 root maps the sandbox to root outside. So when mas runs as root, bwrap makes no user
@@ -37,16 +39,40 @@ SCRATCH = "/tmp/mas-sandbox-scratch"
 """The code's working directory, inside the sandbox's private /tmp."""
 OPT_OUT = f"or run it without isolation: --unsafe-python-tool or {UNSAFE_ENV}=1"
 
-# Runs inside the sandbox before the code: leave root if bwrap ran as root (see above), set
-# the limits, then become the code's interpreter (same process, so the limits hold).
+# PID 1 of the sandbox (bwrap --as-pid-1): when it exits, the kernel kills every process left
+# in the namespace, and no process in it can signal it. It forks the code's process, which
+# leaves root if bwrap ran as root (see above), sets the limits and becomes the code's
+# interpreter. PID 1 itself becomes another unprivileged uid, reaps orphans, and exits with the
+# code's status as soon as the code ends, or at once when the lifeline (a pipe whose other end
+# only mas holds) closes because mas is gone, even if mas died before bwrap's own
+# --die-with-parent took hold.
 _LAUNCH = """\
-import os, resource, sys
-uid, *limits = map(int, sys.argv[1:-1])
+import os, resource, select, signal, sys
+uid, lifeline, *limits = map(int, sys.argv[1:-1])
+wake, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+child = os.fork()
+if child == 0:
+    if lifeline >= 0:
+        os.close(lifeline)
+    if os.getuid() == 0:
+        os.setgroups([]); os.setgid(uid); os.setuid(uid)
+    for name, value in zip(("CPU", "AS", "FSIZE", "NOFILE", "NPROC"), limits):
+        resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
+    os.execv(sys.executable, [sys.executable, "-I", "-c", sys.argv[-1]])
 if os.getuid() == 0:
-    os.setgroups([]); os.setgid(uid); os.setuid(uid)
-for name, value in zip(("CPU", "AS", "FSIZE", "NOFILE", "NPROC"), limits):
-    resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
-os.execv(sys.executable, [sys.executable, "-I", "-c", sys.argv[-1]])
+    os.setgroups([]); os.setgid(uid + 1); os.setuid(uid + 1)
+while True:
+    pid, status = os.waitpid(-1, os.WNOHANG)
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(128 - code if code < 0 else code)
+    if pid == 0:
+        if lifeline in select.select([wake] + [lifeline] * (lifeline >= 0), [], [])[0]:
+            os._exit(137)
+        os.read(wake, 4096)
 """
 
 
@@ -93,7 +119,7 @@ def require() -> str | None:
 def _problem(bwrap: str) -> str | None:
     """Why isolation fails with this bwrap, or None: a trial run of the real command."""
     try:
-        argv = command(bwrap, "pass", cpu=5, memory_mb=256, processes=8, scratch_mb=1, info_fd=None)
+        argv = command(bwrap, "pass", cpu=5, memory_mb=256, processes=8, scratch_mb=1, info_fd=None, lifeline=None)
         done = subprocess.run(argv, env={}, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired, _NoLdd) as exc:
         return f"{bwrap}: {exc}"
@@ -104,19 +130,28 @@ def _problem(bwrap: str) -> str | None:
 
 
 def command(
-    bwrap: str, code: str, *, cpu: int, memory_mb: int, processes: int, scratch_mb: int, info_fd: int | None
+    bwrap: str,
+    code: str,
+    *,
+    cpu: int,
+    memory_mb: int,
+    processes: int,
+    scratch_mb: int,
+    info_fd: int | None,
+    lifeline: int | None,
 ) -> list[str]:
     """The bwrap command line that runs ``code`` under the limits given.
 
-    ``info_fd``: bwrap writes the host PID of the sandbox's init (JSON) there; killing that
-    process makes the kernel kill everything in the sandbox's PID namespace."""
+    ``info_fd``: bwrap writes the host PID of the sandbox's PID 1 (JSON) there; killing that
+    process makes the kernel kill everything in the sandbox's PID namespace. ``lifeline``:
+    the read end of a pipe whose write end only mas holds; the sandbox ends when it closes."""
     exe, binds, hidden = _view()
     if os.geteuid() == 0:
         spaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         spaces += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # for the launcher's setuid, then gone
     else:
         spaces = ["--unshare-all", "--unshare-user", "--disable-userns"]
-    argv = [bwrap, *spaces, "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+    argv = [bwrap, *spaces, "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
     for folder in sorted({p for _, dest in binds for p in map(str, Path(dest).parents)} - {"/"}):
         argv += ["--perms", "0755", "--dir", folder]  # bwrap would make them 0700: closed to the uid inside
     for source, dest in binds:
@@ -130,7 +165,8 @@ def command(
         argv += ["--info-fd", str(info_fd)]
     limits = [cpu, memory_mb << 20, 10 << 20, 64, processes]  # CPU s, address space, file size, open files, tasks
     uid = 2_000_000_000 + secrets.randbelow(100_000_000)  # no account's; unique to this run in practice
-    return [*argv, exe, "-I", "-S", "-c", _LAUNCH, str(uid), *map(str, limits), code]
+    lifeline_fd = -1 if lifeline is None else lifeline
+    return [*argv, exe, "-I", "-S", "-c", _LAUNCH, str(uid), str(lifeline_fd), *map(str, limits), code]
 
 
 class _NoLdd(Exception):

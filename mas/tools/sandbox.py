@@ -2,8 +2,9 @@
 
 The code runs under bubblewrap (``mas.tools.isolation``): it sees only the interpreter and
 its standard library, has no network, no environment, a private scratch directory, and its
-own PID namespace, so at the deadline one kill ends every process it started. The kernel
-limits CPU seconds, memory per process, file size, open files and the number of processes.
+own PID namespace, so one kill ends every process it started: at the deadline, and when
+the code exits. The kernel limits CPU seconds, memory per process, file size, open files
+and the number of processes.
 
 Its output is read as it comes and at most a few times what the tool returns: code that
 prints without end is stopped, and costs mas a fixed small buffer. If the rollout is
@@ -37,7 +38,8 @@ class Limits(Frozen):
     wall_seconds: float = Field(10.0, gt=0)
     output_chars: int = Field(2000, ge=100)
     processes: int = Field(16, ge=2)
-    """Processes and threads at once, the code's own included (isolated runs only)."""
+    """Processes and threads at once, the code's own included, and as an ordinary user the
+    sandbox's PID 1 too (isolated runs only)."""
     scratch_mb: int = Field(64, ge=1)
     """Size of the private /tmp that holds the working directory (isolated runs only)."""
 
@@ -55,17 +57,20 @@ async def run_python(code: str, limits: Limits = Limits()) -> str:
 
 async def _isolated(code: str, limits: Limits, bwrap: str) -> str:
     info, info_w = os.pipe()
+    lifeline, lifeline_w = os.pipe()  # mas keeps the write end: when mas dies, the sandbox does
     try:
         argv = isolation.command(
             bwrap, code, cpu=limits.cpu_seconds, memory_mb=limits.memory_mb, processes=limits.processes,
-            scratch_mb=limits.scratch_mb, info_fd=info_w,
+            scratch_mb=limits.scratch_mb, info_fd=info_w, lifeline=lifeline,
         )  # fmt: skip
-        child = await _spawn(argv, pass_fds=(info_w,))
+        child = await _spawn(argv, pass_fds=(info_w, lifeline))
     except BaseException:
         os.close(info)
+        os.close(lifeline_w)
         raise
     finally:
         os.close(info_w)
+        os.close(lifeline)
     init: int | None = None  # a pidfd for the sandbox's PID 1, once bwrap has said which it is
 
     def kill() -> None:
@@ -80,7 +85,8 @@ async def _isolated(code: str, limits: Limits, bwrap: str) -> str:
         # bwrap exits with the code's status, or 128 + the signal that killed it
         return await _supervise(child, limits, kill=kill, signalled=lambda rc: rc - 128 if rc > 128 else 0)
     finally:
-        await _stop(child, kill)  # bwrap reaps its PID 1 only once the namespace is empty
+        await _stop(child, kill)  # bwrap reaps its PID 1, so exits, only once the namespace is empty
+        os.close(lifeline_w)
         if init is not None:
             os.close(init)
 
