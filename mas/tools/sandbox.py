@@ -105,15 +105,16 @@ async def _unsafe(code: str, limits: Limits, scratch: str) -> str:
 
 
 async def _stop(child: asyncio.subprocess.Process, kill) -> None:
-    """Timed out, cut or cancelled: kill, then reap."""
-    if child.returncode is None:
-        kill()
-        try:
-            await asyncio.wait_for(child.wait(), 5)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                child.kill()
-            await child.wait()
+    """Timed out, cut or cancelled: kill, then reap. What is left in the pipes is read and
+    dropped, or a pipe paused on a full buffer would never see its end, nor the child its reaping."""
+    if child.returncode is not None:
+        return
+    kill()
+    try:
+        await asyncio.wait_for(asyncio.gather(_drain(child.stdout), _drain(child.stderr), child.wait()), 2)
+    except TimeoutError:  # only opted out of isolation: an orphan may hold the pipes open
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
 
 
 async def _spawn(argv: list[str], **options) -> asyncio.subprocess.Process:
@@ -149,10 +150,15 @@ async def _read(stream: asyncio.StreamReader, into: bytearray, cap: int, kill) -
         into += chunk
         if len(into) > cap:
             kill()
-            while await stream.read(1 << 16):  # what was in the pipe; then the end, which closes it
-                pass
+            await _drain(stream)
             return True
     return False
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read and drop the rest of ``stream``, up to its end, which closes the pipe."""
+    while await stream.read(1 << 16):
+        pass
 
 
 def _read_pid(fd: int) -> int | None:
