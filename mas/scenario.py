@@ -27,7 +27,7 @@ from mas.domains.qa import qa_reward
 from mas.domains.symbolic import extract_latex, symbolic_reward
 from mas.errors import UserError
 from mas.library.edits import strip_lesson_ids
-from mas.tools import TOOLS
+from mas.tools import TOOLS, isolation
 from mas.types import GLOBAL, Frozen, Rollout, Task
 
 REWARDS: dict[str, Callable[[Task, str | None], float]] = {
@@ -232,6 +232,11 @@ def load_role(name: str, *, source: Path | None = None, local: Path | None = Non
             raise UserError(f"{path}: field 'tools': unknown tool {tool!r} (known: {', '.join(TOOLS)})")
     if role.name != name:
         raise UserError(f"{path}: field 'name' is {role.name!r}, expected {name!r} (the file name)")
+    if "python" in role.tools:
+        try:
+            isolation.require()
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None
     return role
 
 

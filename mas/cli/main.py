@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from importlib.metadata import version
@@ -37,6 +38,7 @@ from mas.studies.evaluate import compare as compare_results
 from mas.studies.report import write_report
 from mas.studies.transfer import from_trials as from_trials_of
 from mas.studies.transfer import transfer
+from mas.tools import isolation
 from mas.train import train
 from mas.types import Budget, StepReport
 
@@ -68,6 +70,14 @@ TestFile = Annotated[
     ),
 ]
 Prices = Annotated[Path | None, typer.Option(help="Price table (TOML).", show_default="the shipped examples")]
+UnsafePython = Annotated[
+    bool,
+    typer.Option(
+        "--unsafe-python-tool",
+        help=f"Run the python tool without isolation (no bubblewrap needed; same as {isolation.UNSAFE_ENV}=1): "
+        "model-written code can read, write and reach whatever you can.",
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -116,8 +126,10 @@ def train_command(
     ] = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Train the role libraries of SCENARIO with Training-Free GRPO."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario, test_file=test_file)
     config = settings(
         train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
@@ -182,11 +194,13 @@ def eval_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds.
 
     Each library is evaluated with the prompt composition it was trained with, and a task any
     of them was trained on is refused."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario, test_file=test_file)
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
@@ -260,9 +274,11 @@ def transfer_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
     with --from-trials, the change in success rate the randomized transfer trials measured)."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario, test_file=test_file)
     path = library or paths.library_file(spec.name)
     if not path.exists():
@@ -323,8 +339,10 @@ def ablate_command(
     prices: Prices = None,
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
+    unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
+    _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario)
     chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
     unknown = [v for v in chosen if v not in VARIANTS]
@@ -404,6 +422,11 @@ def _step_line(r: StepReport) -> str:
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
         f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
+
+
+def _allow_unsafe_python(allowed: bool) -> None:
+    if allowed:  # the python tool reads it where it checks its isolation, in this process
+        os.environ[isolation.UNSAFE_ENV] = "1"
 
 
 def _progress() -> Progress:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from autogen_core.tools import BaseTool, FunctionTool
 
+from mas.tools import isolation
 from mas.tools.calculator import calculate
 from mas.tools.sandbox import run_python
 from mas.tools.search import open_tool, search_tool
@@ -22,8 +23,14 @@ def calculator(expression: str) -> str:
 
 
 async def python(code: str) -> str:
-    """Run a short Python program in a sandbox and return what it prints."""
+    """Run a short Python program in a sandbox (standard library only, no network) and return what it prints."""
     return await run_python(code)
+
+
+def python_tool(task: Task) -> BaseTool:
+    """The python tool; refuses at once (``UserError``) when it cannot be isolated here."""
+    isolation.require()
+    return _PYTHON
 
 
 _CALCULATOR = FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)
@@ -33,5 +40,5 @@ TOOLS: dict[str, Callable[[Task], BaseTool]] = {
     "calculator": lambda task: _CALCULATOR,
     "search": search_tool,
     "open": open_tool,
-    "python": lambda task: _PYTHON,
+    "python": python_tool,
 }

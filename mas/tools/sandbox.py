@@ -1,53 +1,194 @@
-"""Running model-written Python: a subprocess with limits, never in the mas process.
+"""Running model-written Python: isolated by the OS, limited, never in the mas process.
 
-The child gets an empty environment (no API keys), Python's isolated mode, a scratch
-directory that is deleted afterwards, and kernel limits on CPU seconds, memory, file size
-and open files; a wall-clock timeout backs up the CPU limit (a sleeping child uses none).
-If the rollout is cancelled while the code runs, the child is killed at once: a runaway
-tool call cannot hold a rollout past its deadline.
+The code runs under bubblewrap (``mas.tools.isolation``): it sees only the interpreter and
+its standard library, has no network, no environment, a private scratch directory, and its
+own PID namespace, so one kill ends every process it started: at the deadline, and when
+the code exits. The kernel limits CPU seconds, memory per process, file size, open files
+and the number of processes.
+
+Its output is read as it comes and at most a few times what the tool returns: code that
+prints without end is stopped, and costs mas a fixed small buffer. If the rollout is
+cancelled while the code runs, the sandbox is killed at once.
+
+Opted out of isolation (``MAS_UNSAFE_PYTHON_TOOL=1``), the code runs as a plain subprocess
+with an empty environment, a scratch directory and the same rlimits but the process count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
 import resource
+import signal
 import sys
 import tempfile
 
 from pydantic import Field
 
+from mas.tools import isolation
 from mas.types import Frozen
 
 
 class Limits(Frozen):
     cpu_seconds: int = Field(5, ge=1)
     memory_mb: int = Field(512, ge=64)
+    """Address space per process."""
     wall_seconds: float = Field(10.0, gt=0)
     output_chars: int = Field(2000, ge=100)
+    processes: int = Field(16, ge=2)
+    """Processes and threads at once, the code's own included, and as an ordinary user the
+    sandbox's PID 1 too (isolated runs only)."""
+    scratch_mb: int = Field(64, ge=1)
+    """Size of the private /tmp that holds the working directory (isolated runs only)."""
 
 
 async def run_python(code: str, limits: Limits = Limits()) -> str:
     """Run ``code`` and return what it printed (stdout, then stderr), cut to a size a
-    prompt can hold. Never raises for anything the code does."""
-    with tempfile.TemporaryDirectory(prefix="mas-sandbox-") as scratch:
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-c", code,
-            cwd=scratch, env={}, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            preexec_fn=lambda: _limit(limits),
+    prompt can hold. Never raises for anything the code does; raises ``UserError`` when the
+    code cannot be isolated here and the user has not opted out."""
+    bwrap = isolation.require()
+    if bwrap is None:
+        with tempfile.TemporaryDirectory(prefix="mas-sandbox-") as scratch:
+            return await _unsafe(code, limits, scratch)
+    return await _isolated(code, limits, bwrap)
+
+
+async def _isolated(code: str, limits: Limits, bwrap: str) -> str:
+    info, info_w = os.pipe()
+    lifeline, lifeline_w = os.pipe()  # mas keeps the write end: when mas dies, the sandbox does
+    try:
+        argv = isolation.command(
+            bwrap, code, cpu=limits.cpu_seconds, memory_mb=limits.memory_mb, processes=limits.processes,
+            scratch_mb=limits.scratch_mb, info_fd=info_w, lifeline=lifeline,
         )  # fmt: skip
-        try:
-            out, err = await asyncio.wait_for(child.communicate(), limits.wall_seconds)
-        except TimeoutError:
-            return f"stopped: the code ran past {limits.wall_seconds:g} s"
-        finally:
-            if child.returncode is None:  # timed out or cancelled: kill, then reap
+        child = await _spawn(argv, pass_fds=(info_w, lifeline))
+    except BaseException:
+        os.close(info)
+        os.close(lifeline_w)
+        raise
+    finally:
+        os.close(info_w)
+        os.close(lifeline)
+    init: int | None = None  # a pidfd for the sandbox's PID 1, once bwrap has said which it is
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
+            if init is not None:  # PID 1 of a namespace dies: the kernel kills every process in it
+                signal.pidfd_send_signal(init, signal.SIGKILL)
+            else:
                 child.kill()
-                await child.wait()
-    text = (out + err).decode(errors="replace").strip()
-    if child.returncode and child.returncode < 0:
-        text += f"\nstopped by signal {-child.returncode} (CPU or memory limit)"
-    return text[: limits.output_chars] or "(no output)"
+
+    try:
+        init = _pidfd(await asyncio.to_thread(_read_pid, info), parent=child.pid)
+        # bwrap exits with the code's status, or 128 + the signal that killed it
+        return await _supervise(child, limits, kill=kill, signalled=lambda rc: rc - 128 if rc > 128 else 0)
+    finally:
+        await _stop(child, kill)  # bwrap reaps its PID 1, so exits, only once the namespace is empty
+        os.close(lifeline_w)
+        if init is not None:
+            os.close(init)
+
+
+async def _unsafe(code: str, limits: Limits, scratch: str) -> str:
+    child = await _spawn([sys.executable, "-I", "-c", code], cwd=scratch, preexec_fn=lambda: _limit(limits))
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+
+    try:
+        return await _supervise(child, limits, kill=kill, signalled=lambda rc: -rc if rc < 0 else 0)
+    finally:
+        await _stop(child, kill)
+
+
+async def _stop(child: asyncio.subprocess.Process, kill) -> None:
+    """Timed out, cut or cancelled: kill, then reap. What is left in the pipes is read and
+    dropped, or a pipe paused on a full buffer would never see its end, nor the child its reaping."""
+    if child.returncode is not None:
+        return
+    kill()
+    try:
+        await asyncio.wait_for(asyncio.gather(_drain(child.stdout), _drain(child.stderr), child.wait()), 2)
+    except TimeoutError:  # only opted out of isolation: an orphan may hold the pipes open
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+
+
+async def _spawn(argv: list[str], **options) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *argv, env={}, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, **options,
+    )  # fmt: skip
+
+
+async def _supervise(child, limits: Limits, *, kill, signalled) -> str:
+    """Read the output up to a cap, wait for the exit; kill at the deadline or at the cap."""
+    cap = 4 * limits.output_chars  # bytes: enough for the characters returned, in any UTF-8
+    out, err = bytearray(), bytearray()
+    stopped = ""
+    try:
+        async with asyncio.timeout(limits.wall_seconds):
+            full = await asyncio.gather(_read(child.stdout, out, cap, kill), _read(child.stderr, err, cap, kill))
+            await child.wait()
+        if any(full):
+            stopped = f"stopped: the code printed more than the {limits.output_chars} characters the tool returns"
+    except TimeoutError:
+        stopped = f"stopped: the code ran past {limits.wall_seconds:g} s"
+    text = (bytes(out) + bytes(err)).decode(errors="replace").strip()[: limits.output_chars]
+    if not stopped and (number := signalled(child.returncode)):
+        stopped = f"stopped by signal {number} (CPU or memory limit)"
+    return "\n".join(filter(None, [text, stopped])) or "(no output)"
+
+
+async def _read(stream: asyncio.StreamReader, into: bytearray, cap: int, kill) -> bool:
+    """Append ``stream`` to ``into`` until it ends or passes ``cap`` bytes; at the cap, kill
+    the code (it would block on a full pipe) and say so. Never holds more than ``cap``."""
+    while chunk := await stream.read(cap + 1 - len(into)):
+        into += chunk
+        if len(into) > cap:
+            kill()
+            await _drain(stream)
+            return True
+    return False
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read and drop the rest of ``stream``, up to its end, which closes the pipe."""
+    while await stream.read(1 << 16):
+        pass
+
+
+def _read_pid(fd: int) -> int | None:
+    """The host PID of the sandbox's PID 1, from bwrap's ``--info-fd`` JSON (closes ``fd``)."""
+    with os.fdopen(fd, "rb") as info:
+        text = info.read()
+    try:
+        return int(json.loads(text)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None  # bwrap failed before it started the sandbox: its error is on stderr
+
+
+def _pidfd(pid: int | None, *, parent: int) -> int | None:
+    """A pidfd for ``pid`` if it is still ``parent``'s child: a PID is never signalled after
+    it may have been reused by another process."""
+    if pid is None:
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # read after the pidfd pins the process
+            ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        ppid = None
+    if ppid != parent:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _limit(limits: Limits) -> None:
