@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from mas import screen_rules as rules
-from mas.screen_text import normalise, readings, sentences, split_words
+from mas.screen_text import decodes_to_text, normalise, readings, sentences, split_words
 from mas.types import Group
 
 SPAN = 8
@@ -123,13 +123,15 @@ STRUCTURE = [
         r"(?:^|[\s`'\"(;|&$])(?:sudo|curl|wget|nc|netcat|ssh|scp|chmod|chown|rm|bash|sh|zsh|powershell|"
         r"base64|printenv|cat|nohup)\s+(?:-{1,2}[\w-]+|/|~|\$|https?:|\||[\w.-]+@)|\bexport\s+[A-Z_][A-Z0-9_]*=\S"
         r"|`[^`]*\b(?:pip|npm|curl|wget|apt(?:-get)?|brew|gem|cargo|go) (?:install|get)\b[^`]*`"
-        r"|\$\{?[A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASS|CREDENTIALS?)\b",
+        r"|\$\{?[A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASS|CREDENTIALS?)\b"
+        r"|\b(?:run|execute|call)\s+[`'\"]?(?:env|printenv|set)\b[`'\"]?(?!\s*(?:var|variable|up|of|to))",
     ),
     (
         "code reading secrets",
         r"(?:print|dict|dumps?|str|repr|list)\s*\(\s*(?:dict\s*\(\s*)?os\.environ\b(?!\s*\[)"
         r"|os\.environ\.(?:items|copy|keys|values)\(|\bprintenv\b|\benv\s*\||/etc/(?:passwd|shadow)|~/\.ssh\b"
-        r"|\bid_(?:rsa|ed25519|ecdsa)\b|\.aws/credentials|\.git-credentials|\.netrc\b|\.pgpass\b",
+        r"|\bid_(?:rsa|ed25519|ecdsa)\b|\.aws/credentials|\.git-credentials|\.netrc\b|\.pgpass\b"
+        r"|\bopen\(\s*['\"][^'\"]*(?:\.env|passwd|shadow|id_rsa|credentials)['\"]|\bcat\s+\S*\.env\b",
     ),
 ]
 _STRUCTURE = [(what, re.compile(pattern, re.I | re.M)) for what, pattern in STRUCTURE]
@@ -155,7 +157,7 @@ def structure(text: str) -> str | None:
         if re.search(r"\d", value) and re.search(r"[^\W\d]", value) and not rules.PLACEHOLDER.search(value):
             return f"structure: a key-like string ({_quote(m.group())})"
     for m in TOKEN.finditer(text):
-        if _random_looking(m.group()):
+        if _random_looking(m.group()) and not decodes_to_text(m.group()):  # hidden text: the readings say what
             return f"structure: a key-like string ({_quote(m.group())})"
     return None
 
@@ -197,7 +199,8 @@ def _fixed_output(part: str) -> str | None:
         if rules.PLACEHOLDER.search(inner) or rules.EXAMPLE.search(part[: m.start("lit")]) or _negated(part, m.start()):
             continue
         bare = not re.match(r"['\"“‘«„「『]|[A-E]$", literal)
-        if bare and rules.ANSWERING.match(m.group("verb")) and rules.RIGHT_AFTER.fullmatch(m.group("gap")):
+        shortcut = rules.SHORTCUT.search(part) or rules.UNIVERSAL.search(part)
+        if bare and rules.ANSWERING.match(m.group("verb")) and rules.RIGHT_AFTER.fullmatch(m.group("gap")) and shortcut:
             return m.group()
         fallback = rules.FALLBACK.search(inner) and rules.CONDITION.search(part)
         if rules.UNIVERSAL.search(part) and not fallback:
@@ -255,10 +258,16 @@ def _given(text: str, answer: str) -> bool:
         verbs += r"|is|are|was|were|equals"
     lead = (
         rf"(?:\b(?:{verbs})\w*(?:\s+(?:is|was|with|only|just))*\s*[:=]?\s*[\"'“«(]?|\\boxed\{{|\banswer\s*[:=]\s*"
-        r"|\b(?:answer|result|total|value|solution|count)\b[^.;!?\n]{0,30}?\b(?:is|was|equals|will be|should be)\s+)"
+        r"|\b(?:answer|result|total|value|solution|count|problem|puzzle|task|question|exercise|riddle|quiz)\b"
+        r"[^.;!?\n]{0,30}?\b(?:is|was|equals|will be|should be)\s+)"
     )
     after = r"(?=\s*(?:[.,;:!?)\]}'\"”»]|$)|\s+(?:without|and|regardless|directly|immediately|for|every|each|whatever|no)\b)"
-    return bool(re.search(lead + re.escape(answer.strip()) + (after if number else r"(?!\w)"), text, re.I))
+    judged = r"\s+(?:is|was)\s+(?:the\s+)?(?:correct|right|answer|solution|final answer|expected)\b"
+    value = re.escape(answer.strip())
+    return bool(
+        re.search(lead + value + (after if number else r"(?!\w)"), text, re.I)
+        or re.search(rf"(?<![\w.]){value}{judged}", text, re.I)
+    )
 
 
 def copied(text: str, sources: list[str]) -> str | None:

@@ -75,26 +75,35 @@ REPORTED = re.compile(
 
 _OUT_VERB = (
     r"(?:answer|reply|respond|say|output|give|submit|write|state|return|print|end|close|finish|conclude|begin|start"
-    r"|prefix|append|add|include|contain|sign off|type|put"
-    r"|(?:final )?(?:line|answer|output|reply|response|result|verdict)s?(?: \w+){0,3}? (?:be|is|are|equals?))"
+    r"|prefix|append|add|include|contain|sign|type|put|pick|choose|select|go with|circle|tick|name|report|declare"
+    r"|(?:final )?(?:line|answer|output|reply|response|result|verdict|total|sum|value|count|score|winner)s?"
+    r"(?: \w+){0,3}? (?:be|is|are|equals?))"
 )
 _LITERAL = (
     r"(?<!\w)'[^'\n]{1,60}'(?!\w)|\"[^\"\n]{1,60}\"|“[^”\n]{1,60}”|‘[^’\n]{1,60}’|«[^»\n]{1,60}»"
     r"|„[^“”\n]{1,60}[“”]|「[^」\n]{1,60}」|『[^』\n]{1,60}』"  # quoted
     r"|(?:(?<=\bwith )|(?<=\bis )|(?<=\boption ))[A-E](?=\s*[.;!]|\s*$)"  # a choice letter
+    r"|(?:(?<=\banswer )|(?<=\breply )|(?<=\brespond )|(?<=\bsay ))(?:yes|no|true|false)\b(?!\s*(?:or|/))"
+    r"|(?:(?<=\banswer )|(?<=\breply )|(?<=\brespond )|(?<=\bsay )|(?<=\bwrite )|(?<=\boutput ))(?-i:[A-Z]{2,})\b(?!\s*(?:or|/|:))"
     r"|\b(?:final )?answer\s*[:=]\s*[^\s<{\[(][^\s,;]*|\\boxed\{[^{}]+\}|\[\[?[\d\s,\[\].-]+\]"
     r"|(?<![\w.])-?\d+(?:\.\d+)?(?=\s*(?:[.,;:!?)]|$)|\s+(?:and|without|to|for|as|regardless|whatever|no|at"
-    r"|every|each|if|when|then|instead|directly|immediately|only|nothing|in every|in each)\b)"  # a bare number
+    r"|every|each|if|when|then|instead|directly|immediately|only|nothing|in (?:every|each|all|any))\b)"  # a number
+    r"|[$€£]\s?\d[\d,.]*"  # an amount
 )
 FIXED_OUTPUT = re.compile(rf"\b(?P<verb>{_OUT_VERB})\w*\b(?P<gap>{_}{{0,40}}?)(?P<lit>{_LITERAL})", re.I)
 ANSWERING = re.compile(r"answer|reply|respond|say|output|give|submit", re.I)
-"""Verbs whose bare number or list right after them is an answer even without "always"."""
+"""Verbs whose bare number or list right after them is an answer when it skips the work."""
+SHORTCUT = re.compile(
+    r"\b(?:without (?:searching|computing|checking|solving|thinking|looking|reading|calculating|implementing|running)"
+    r"|directly|immediately|straight away|right away)\b",
+    re.I,
+)
 RIGHT_AFTER = re.compile(
     r"\s*(?:(?:with|is|as|=|:|only|just|always|simply|exactly|the (?:final )?answer|final answer)\s*)*", re.I
 )
 UNIVERSAL = re.compile(
     r"\b(?:always|every|each|any|whatever|whichever|whenever|no matter|regardless|irrespective|without exception"
-    r"|in all cases|nothing else|all (?:answers|replies|responses|messages|questions|tasks|outputs))\b",
+    r"|in all cases|nothing else|everything|anything|all (?:answers|replies|responses|messages|questions|tasks|outputs))\b",
     re.I,
 )
 EXAMPLE = re.compile(r"\b(?:e\.g\.|eg|for example|for instance|such as|like|as in|i\.e\.)\W*$", re.I)

@@ -91,7 +91,7 @@ def _respellings(plain: str) -> list[tuple[str, str]]:
     joined = re.sub(r"[\"']\s*(?:\+|\.|,|&|\|\|)?\s*[\"']", "", plain)
     joined = re.sub(r"(?<=[^\W\d_])[-.·*|_/]+(?=[^\W\d_])", "", joined)
     return [
-        ("spaced letters", SPACED.sub(lambda m: re.sub(r"[\W_]", "", m.group()), plain)),
+        ("spaced letters", re.sub(r" +", " ", SPACED.sub(lambda m: re.sub(r"[\W_]", "", m.group()), plain))),
         ("split words", joined),
         ("leetspeak", re.sub(r"[\w@$]+", _unleet, plain)),
         ("reversed", plain[::-1]),
@@ -149,14 +149,19 @@ DECODERS = [
 ]
 
 
+def decodes_to_text(run: str) -> bool:
+    """Whether a run of letters and digits is base64 or hex for readable text."""
+    return any(pattern.fullmatch(run) and decode(run) for _, decode, pattern in DECODERS[:2])
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of a text (a decimal point or "e.g." does not end one)."""
     return [s for s in re.split(r"(?<=[.!?;。！？])\s+|\n+", text) if s.strip()]
 
 
 HIDDEN_TERMS = [
-    "ignore (?:(?:all|any|the|your|every) )*(?:previous|prior|above|earlier|preceding|instructions|rules)",
-    "disregard (?:(?:all|any|the|your) )*(?:previous|prior|above|earlier|instructions|rules|system)",
+    "ignore (?:(?:all|any|the|your|every) )*(?:previous|prior|above|earlier|preceding|instructions|rules|guidance)",
+    "disregard (?:(?:all|any|the|your) )*(?:previous|prior|above|earlier|instructions|rules|system|guidance)",
     "(?:previous|prior|earlier|system) instructions",
     "system (?:prompt|message)",
     "you are now",
