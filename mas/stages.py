@@ -25,6 +25,7 @@ from mas.errors import EndpointError, ModelReplyError
 from mas.journal import Journal
 from mas.library.edits import apply, parse_edits
 from mas.meter import Meter
+from mas.redact import secret_in
 from mas.scenario import Scenario
 from mas.screen import screen
 from mas.team import render_trace, run_rollout
@@ -179,7 +180,7 @@ def screened(
     refused = []
     for role, texts in routed.items():
         for text in texts:
-            reason = screen(text, answers=answers, sources=sources)
+            reason = screen(text, answers=answers, sources=sources) or secret_in(text)
             if reason:
                 refused.append(QuarantineItem(library=role, text=text, reason=reason, stage="advantage"))
             else:
@@ -205,7 +206,11 @@ def screened_edits(
     """The editor writes text too: its adds and modifies are screened the same way."""
     kept, refused = [], []
     for item in edits:
-        reason = screen(item.text, answers=answers, sources=sources) if hasattr(item, "text") else None
+        reason = (
+            (screen(item.text, answers=answers, sources=sources) or secret_in(item.text))
+            if hasattr(item, "text")
+            else None
+        )
         if reason:
             refused.append(QuarantineItem(library=role, text=item.text, reason=reason, stage="edit"))
         else:
