@@ -150,6 +150,10 @@ def load_scenario(name_or_path: str, *, limit: int | None = None) -> Scenario:
             f"unknown scenario {name_or_path!r}: expected one of {', '.join(known)}, a folder or a .jsonl file"
         )
     spec = _validated(ScenarioFile, _toml(spec_path), spec_path)
+    if paths.safe_name(spec.name) is None:  # it names the library file and the run folder
+        raise UserError(
+            f"{spec_path}: field 'name': {spec.name!r} is not a name (letters, digits, '-', '_' and '.', up to 64)"
+        )
     if spec.reward not in REWARDS:
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
     folder = spec_path.parent
@@ -168,7 +172,9 @@ def _from_jsonl(path: Path, limit: int | None) -> Scenario:
         template, reward = "maths", "numeric"
     else:
         template, reward = "maths", "symbolic"
-    return Scenario(path.stem, load_scenario(template, limit=1).roles, tasks, reward)
+    return Scenario(
+        paths.safe_name(path.stem) or paths.slug(path.stem), load_scenario(template, limit=1).roles, tasks, reward
+    )
 
 
 def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:

@@ -55,16 +55,26 @@ def promote(
     store: LibraryStore, policy: PromotionPolicy, provenance: Provenance, *, budget: Budget, dry_run: bool = False
 ) -> list[PromotionMove]:
     """Plan promotions and demotions from all the evidence so far; carry them out unless
-    ``dry_run``; log each with its evidence in ``<library>.promotions.jsonl``."""
-    stamp = provenance.model_copy(update={"stage": "promotion"})
-    if not dry_run and store.has_provenance(stamp.run, stamp.epoch, stamp.step, "promotion"):
-        return []
-    side = SideFiles(store.path)
-    heads = store.heads()
-    moves = plan(usage_graph.build(side.usage.items(), heads), heads, policy)
-    if dry_run or not moves:
+    ``dry_run``; log each with its evidence in ``<library>.promotions.jsonl``.
+
+    The moves are logged before they are committed, keyed by the step: a crash between the two
+    leaves them logged, and the pass run again (its provenance is not in the library yet)
+    commits them without logging them twice. The library is held for the whole pass."""
+    if dry_run:
+        return _plan(store, policy)
+    with store.exclusive():
+        stamp = provenance.model_copy(update={"stage": "promotion"})
+        if store.has_provenance(stamp.run, stamp.epoch, stamp.step, "promotion"):
+            return []
+        moves = _plan(store, policy)
+        if not moves:
+            return moves
+        SideFiles(store.path).promotions.append(step_key(stamp), moves)
+        store.commit(execute(moves, store.heads(), similarity=policy.similarity, provenance=stamp))
+        enforce_budgets(store, budget, stamp)
         return moves
-    store.commit(execute(moves, heads, similarity=policy.similarity, provenance=stamp))
-    side.promotions.append(step_key(stamp), moves)
-    enforce_budgets(store, budget, stamp)
-    return moves
+
+
+def _plan(store: LibraryStore, policy: PromotionPolicy) -> list[PromotionMove]:
+    heads = store.heads()
+    return plan(usage_graph.build(SideFiles(store.path).usage.items(), heads), heads, policy)
