@@ -17,7 +17,6 @@ from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.models.endpoint import endpoint_counts
-from mas.redact import secret_in
 from mas.studies.evaluate import evaluate
 from mas.studies.report import write_report
 from mas.train import train
@@ -112,6 +111,8 @@ def test_an_endpoint_that_echoes_credentials_in_its_replies_gets_them_nowhere(
     upper-cased, base64 and spaced out. The journal, the library, its backup, its logs,
     run.json and a report hold none of it, and no lesson holding a key-like string gets into
     the library."""
+    from mas.redact import secret_in
+
     key = "sk-mas-secret-" + hashlib.sha256(b"key").hexdigest()[:32]  # fixed: the echoes are reproducible
     password = "pw-" + hashlib.sha256(b"password").hexdigest()[:24]
     monkeypatch.setenv("OPENAI_API_KEY", key)

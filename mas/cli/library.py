@@ -148,8 +148,8 @@ def shown(text: str) -> str:
     return _UNSAFE.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
-def _say(text: str, **style) -> None:
-    out.print(shown(text), markup=False, highlight=False, **style)
+def _say(text: str) -> None:
+    out.print(shown(text), markup=False, highlight=False)
 
 
 def print_lessons(heads, *, provenance: bool = False) -> None:
@@ -179,7 +179,8 @@ def promote_command(
     table = Table("move", "lesson", "ids", "roles", "evidence (uses, mean advantage, lower bound)")
     for m in moves:
         evidence = "\n".join(f"{r}: {e.uses}, {e.mean:+.2f}, {e.lcb:+.2f}" for r, e in m.evidence.items())
-        table.add_row(m.kind, shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-", evidence)
+        cells = [shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-"]
+        table.add_row(m.kind, *map(escape, cells), escape(evidence))  # cells are markup: "[/x]" in a lesson too
     out.print(table)
     _say("dry run: nothing changed" if dry_run else f"applied to {store.path}")
 

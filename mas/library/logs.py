@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mas.errors import UserError
 from mas.paths import atomic_write
-from mas.redact import redact_data
+from mas.redact import redact, redact_data
 from mas.types import PromotionMove, QuarantineItem, UsageEvent
 
 Item = TypeVar("Item", bound=BaseModel)
@@ -105,7 +105,7 @@ class StepLog(Generic[Item]):
         if bad:
             aside = Path(f"{self.path}.bad")
             kept = aside.read_bytes() if aside.exists() else b""
-            lines = [b.rstrip(b"\n").decode("utf-8", "backslashreplace") for b in bad]
+            lines = [redact(b.rstrip(b"\n").decode("utf-8", "backslashreplace")) for b in bad]
             atomic_write(aside, kept.decode("utf-8", "backslashreplace") + "".join(f"{x}\n" for x in lines))
             atomic_write(self.path, "".join(g.decode("utf-8") for g in good))
         return len(bad)
