@@ -72,6 +72,8 @@ def parse(line: str, where: str) -> object:
         return json.loads(line)
     except json.JSONDecodeError as error:
         raise UserError(f"{where}: not valid JSON ({error.msg})") from None
+    except ValueError:  # an integer of thousands of digits (Python's int limit)
+        raise UserError(f"{where}: not valid JSON (a number too long to read)") from None
     except RecursionError:
         raise UserError(f"{where}: not valid JSON (nested too deeply)") from None
 

@@ -10,8 +10,10 @@ is set, else the current directory. Nothing is ever written inside the installed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import tempfile
 from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
@@ -41,6 +43,17 @@ def safe_name(name: str) -> str | None:
     return name if _NAME.fullmatch(name) and ".." not in name else None
 
 
+def slug(text: str) -> str:
+    """A safe name made from ``text`` (a task file's stem): runs of other characters become
+    ``-``; ``tasks`` when nothing is left.
+
+    >>> slug("my tasks (v2)"), slug(".."), slug("données")
+    ('my-tasks-v2', 'tasks', 'donn-es')
+    """
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-_")[:64].strip("-_")
+    return name or "tasks"
+
+
 def checked_name(name: str, what: str) -> str:
     """A scenario or library name that is safe to use in a file name (no ``/``, no ``..``)."""
     if safe_name(name) is None:
@@ -59,3 +72,37 @@ def new_run_dir(label: str) -> Path:
 
 def report_dir() -> Path:
     return home() / "report"
+
+
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write via a synced temp file and a rename: a crash leaves the old or new file. A file
+    that cannot be written (read-only, disk full, a folder in the way) is a ``UserError``."""
+    try:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise UserError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise UserError(f"{path}: cannot write ({e.strerror or e})") from None
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename itself durable; some platforms cannot open a directory."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -188,6 +188,10 @@ def load_scenario(name_or_path: str, *, limit: int | None = None, test_file: Pat
             f"unknown scenario {name_or_path!r}: expected one of {', '.join(known)}, a folder or a .jsonl file"
         )
     spec = _validated(ScenarioFile, _toml(spec_path), spec_path)
+    if paths.safe_name(spec.name) is None:  # it names the library file and the run folder
+        raise UserError(
+            f"{spec_path}: field 'name': {spec.name!r} is not a name (letters, digits, '-', '_' and '.', up to 64)"
+        )
     if spec.reward not in REWARDS:
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
     folder = spec_path.parent
@@ -214,8 +218,8 @@ def _from_jsonl(path: Path, limit: int | None, test_file: Path | None) -> Scenar
     like = load_scenario(template, limit=1)
     test = load_jsonl(test_file, limit=limit) if test_file else None
     return Scenario(
-        path.stem, like.roles, tasks, reward, test, description=like.description,
-        split=f"test file {test_file.name}" if test_file else "",
+        paths.safe_name(path.stem) or paths.slug(path.stem), like.roles, tasks, reward, test,
+        description=like.description, split=f"test file {test_file.name}" if test_file else "",
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from mas.library.budget import tokens
 from mas.library.edits import apply, parse_edits, parse_items
 from mas.library.inject import injected
 from mas.meter import Meter
+from mas.redact import secret_in
 from mas.scenario import Scenario
 from mas.screen import screen
 from mas.team import run_rollout
@@ -240,7 +241,8 @@ def screened(
     refused = []
     for library, ops in routed.items():
         for op in ops:
-            reason = screen(op.text, answers=answers, sources=sources) if hasattr(op, "text") else None
+            text = getattr(op, "text", None)
+            reason = (screen(text, answers=answers, sources=sources) or secret_in(text)) if text is not None else None
             if reason:
                 refused.append(QuarantineItem(library=library, text=op.text, reason=reason, stage="advantage"))
             else:
@@ -284,7 +286,11 @@ def screened_edits(
     """The editor writes text too: its adds and modifies are screened the same way."""
     kept, refused = [], []
     for item in edits:
-        reason = screen(item.text, answers=answers, sources=sources) if hasattr(item, "text") else None
+        reason = (
+            (screen(item.text, answers=answers, sources=sources) or secret_in(item.text))
+            if hasattr(item, "text")
+            else None
+        )
         if reason:
             refused.append(QuarantineItem(library=library, text=item.text, reason=reason, stage="edit"))
         else:

@@ -8,6 +8,7 @@ learning logic of its own. A run lives in a run directory (``run.json`` with its
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import time
@@ -15,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient
-from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from mas import screen, stages
@@ -24,11 +24,12 @@ from mas.cost import Price, stage_costs
 from mas.errors import UserError
 from mas.journal import Journal
 from mas.library import hierarchy
-from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
 from mas.models.wrappers import Limited
+from mas.paths import atomic_write
+from mas.redact import redact_data
 from mas.scenario import Scenario
 from mas.types import GLOBAL, Advantage, Group, Provenance, QuarantineItem, StepReport, Summary, Task, Version
 
@@ -55,22 +56,17 @@ async def train(
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
 
-    One training run per library file at a time: a second one is refused at once (a file
-    lock), since two loops editing one library would interleave their steps."""
-    store.path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(SideFiles(store.path).train_lock)
-    try:
-        held = lock.acquire(timeout=0)
-    except Timeout:
-        raise UserError(
-            f"{store.path}: another mas train is using this library; wait for it or use another --library"
-        ) from None
-    with held:  # releases the one acquisition above, however the run ends
+    The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
+    training run, or a rollback, promote, recover or graph export of the same library, is
+    refused at once, since it would change the library under the steps of this one."""
+    new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
+    with store.exclusive():
+        if new is not None:
+            _write_run(run_dir, new)
         return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
 
 
 async def _train(scenario, client, store, run_dir, config, model_name, price, on_step) -> TrainResult:
-    _start_run(run_dir, scenario, config, model_name, store.path)
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
     tasks = scenario.tasks[: config.tasks]
@@ -209,29 +205,68 @@ FREE_ON_RESUME = {"budget_usd", "concurrency", "call_timeout", "retries"}
 """Settings a resumed run may change: they bound the run, not what it learns."""
 
 
-def _start_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> None:
-    """Write the run's settings, or check that a resumed run keeps them."""
+def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> dict | None:
+    """The settings to write for a new run; None when ``run_dir`` holds this run already.
+
+    A resumed run must keep its settings. A run is its tasks and role prompts as much as its
+    settings: their digests are kept, so resuming with another task file of the same name is
+    refused instead of mixing both in one journal."""
     settings = {
         "scenario": scenario.name,
         "model": model_name,
         "library": str(library.resolve()),
         "held_out": scenario.split,
         "held_out_tasks": [t.id for t in scenario.held_out],
+        "tasks_sha256": _digest([t.model_dump(mode="json") for t in scenario.tasks[: config.tasks]]),
+        "roles_sha256": _digest([r.model_dump(mode="json") for r in scenario.roles]),
         "config": config.model_dump(mode="json"),
     }
-    path = run_dir / "run.json"
-    if path.exists():
-        before = json.loads(path.read_text())
-        changed = sorted(
-            k
-            for k in settings["config"]
-            if k not in FREE_ON_RESUME and before.get("config", {}).get(k) != settings["config"][k]
+    before = _read_settings(run_dir)
+    if before is None:
+        return settings
+    old = before.get("config") if isinstance(before.get("config"), dict) else {}
+    changed = sorted(k for k in settings["config"] if k not in FREE_ON_RESUME and old.get(k) != settings["config"][k])
+    changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
+    changed += [  # runs started before the digests were kept have none to compare
+        what
+        for what, k in (("tasks", "tasks_sha256"), ("role prompts", "roles_sha256"))
+        if k in before and before[k] != settings[k]
+    ]
+    if changed:
+        raise UserError(
+            f"{run_dir / 'run.json'}: this run was started with other settings ({', '.join(changed)}); "
+            "use a new --run-dir"
         )
-        changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
-        if changed:
-            raise UserError(
-                f"{path}: this run was started with other settings ({', '.join(changed)}); use a new --run-dir"
-            )
-        return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=1) + "\n")
+    return None
+
+
+def _write_run(run_dir: Path, settings: dict) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{run_dir}: cannot make the run folder ({e.strerror or e})") from None
+    atomic_write(run_dir / "run.json", json.dumps(redact_data(settings), indent=1) + "\n")
+
+
+def _read_settings(run_dir: Path) -> dict | None:
+    """The settings of the run in ``run_dir``; None for a new run (no folder, or an empty one)."""
+    path = run_dir / "run.json"
+    existing = next((p for p in [run_dir, *run_dir.parents] if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise UserError(f"{run_dir}: {existing} is not a folder (--run-dir names a run folder, new or to resume)")
+    if not path.exists():
+        if run_dir.is_dir() and any(run_dir.iterdir()):
+            raise UserError(f"{run_dir}: not a run folder (it holds other files but no run.json); use a new --run-dir")
+        return None
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise UserError(f"{path}: not readable as a run's settings ({reason}); use a new --run-dir") from None
+    if not isinstance(before, dict):
+        raise UserError(f"{path}: not a run's settings (expected a JSON object); use a new --run-dir")
+    return before
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=True).encode()).hexdigest()

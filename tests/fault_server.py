@@ -18,6 +18,11 @@ Fault kinds (``KINDS``):
   ``bad_schema``     structured requests only: JSON that violates the requested schema
 and, not in ``KINDS`` (so not in ``spread``): ``401``, a fault no retry can cure.
 
+``echo_key`` puts the request's API key into error bodies; ``echo_reply`` puts it, as it is,
+upper-cased, base64-encoded or spaced out, into one normal reply in two (its content,
+free-text fields and tool-call arguments), as a careless endpoint or a prompt-injected model
+would.
+
 A kind's rate is its chance on each request it applies to: a rollout call never gets
 ``bad_json``, so it faults at the sum of the transport rates, a structured call at the sum of all.
 
@@ -26,6 +31,8 @@ Use the ``fault_server`` fixture (import it into a test module), or ``with Fault
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
 import json
 import random
@@ -58,6 +65,7 @@ class FaultServer:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.latency, self.slots, self.busy, self.peak = 0.0, None, 0, 0
+        self.echo_reply = False
         self.configure(rates or {}, seed=seed, slow_seconds=slow_seconds, echo_key=echo_key)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -69,7 +77,13 @@ class FaultServer:
         return self
 
     def configure(
-        self, rates: dict[str, float], *, seed: int = 0, slow_seconds: float | None = None, echo_key: bool | None = None
+        self,
+        rates: dict[str, float],
+        *,
+        seed: int = 0,
+        slow_seconds: float | None = None,
+        echo_key: bool | None = None,
+        echo_reply: bool | None = None,
     ) -> FaultServer:
         """New fault rates (and seed), with every count set back to zero."""
         unknown = set(rates) - set(KINDS) - set(FATAL)
@@ -85,6 +99,8 @@ class FaultServer:
                 self.slow_seconds = slow_seconds
             if echo_key is not None:
                 self.echo_key = echo_key
+            if echo_reply is not None:
+                self.echo_reply = echo_reply
             self.requests = 0
             self.structured = 0
             self.faults: Counter[str] = Counter()
@@ -235,6 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
                 server.errors.append(f"{type(exc).__name__}: {exc}")
             self._send(400, _error(f"no reply: {exc}", "invalid_request_error"))
             return
+        if server.echo_reply and key:
+            reply = _echoed(reply, key, int(hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest(), 16))
         if kind == "bad_json":
             reply = "Sure! Here is the JSON you asked for: {roles: [solver], outcome: ok}"
         elif kind == "bad_schema":
@@ -268,6 +286,55 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+
+def echo_forms(key: str) -> list[str]:
+    """The key as an echo may carry it: as it is, upper-cased, base64, spaced out."""
+    return [key, key.upper(), base64.b64encode(key.encode()).decode(), " ".join(key)]
+
+
+FREE_TEXT = {
+    "text",
+    "note",
+    "reason",
+    "outcome",
+    "lessons",
+    "edits",
+    "operations",
+    "comparison",
+    "steps",
+    "missed",
+    "errors",
+}
+"""Fields of structured replies that hold free text (a role name or an op must stay valid)."""
+
+
+def _echoed(reply: Any, key: str, n: int) -> Any:
+    """``reply`` with a form of ``key`` in front of its text: the content of a text reply, the
+    free-text fields of a structured one, an extra argument of a tool call."""
+    forms = echo_forms(key)
+
+    def add(value: Any, i: int) -> Any:
+        if isinstance(value, str):
+            return f"(key {forms[(n + i) % len(forms)]}) {value}"
+        if isinstance(value, list):
+            return [add(v, i + j) for j, v in enumerate(value)]
+        if isinstance(value, dict):
+            return {k: add(v, i + j) if k in FREE_TEXT else v for j, (k, v) in enumerate(value.items())}
+        return value
+
+    if n % 2:  # one reply in two is left alone (the request decides, so a run is reproducible)
+        return reply
+    if isinstance(reply, list):  # FunctionCalls
+        return [
+            dataclasses.replace(c, arguments=json.dumps({**json.loads(c.arguments), "note": forms[n % len(forms)]}))
+            for c in reply
+        ]
+    try:
+        structured = json.loads(reply)
+    except ValueError:
+        return add(reply, 0)
+    return json.dumps(add(structured, 0)) if isinstance(structured, dict) else reply
 
 
 def _error(message: str, kind: str) -> dict:

@@ -68,7 +68,7 @@ def test_a_second_writer_on_the_same_library_is_refused(tmp_path):
     command = [sys.executable, "-c", "from mas.cli.main import main; main()", *ARGS]
     command += ["--library", str(tmp_path / "shared" / "lib.json"), "--run-dir", str(tmp_path / "other")]
     second = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert second.returncode == 2 and "another mas train is using this library" in second.stderr
+    assert second.returncode == 2 and "in use by another mas process" in second.stderr
     assert not (tmp_path / "other").exists()
     first.kill()
     first.wait()

@@ -3,14 +3,22 @@ library files, the results, the logs or the console, not even when the endpoint'
 messages echo it back."""
 
 import asyncio
+import base64
+import contextlib
+import hashlib
 import logging
+import re
 import secrets
 
+import pytest
+
 from mas.config import EvalConfig, TrainConfig
+from mas.library.promotion import PromotionPolicy
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.models.endpoint import endpoint_counts
 from mas.studies.evaluate import evaluate
+from mas.studies.report import write_report
 from mas.train import train
 from tests.fault_server import FATAL, KINDS, spread
 
@@ -70,3 +78,68 @@ def test_the_api_key_is_written_nowhere(fault_server, maths, tmp_path, monkeypat
     for where, text in texts.items():
         assert key not in text, f"the API key leaked into {where}"
         assert key[len("sk-mas-secret-") :][:12] not in text, f"part of the API key leaked into {where}"
+
+
+def leaks(text: str, secret: str) -> list[str]:
+    """The forms of ``secret`` (``<word>-<hex>``) found in ``text``, checked independently of
+    ``mas.redact``: as it is in any case, with anything but letters and digits between its
+    characters, 12 of its random characters in a row, and inside any base64 token."""
+    found = []
+    squeezed = re.sub(r"[^a-z0-9]", "", text.lower())
+    random_part = secret.rsplit("-", 1)[1].lower()
+    if re.sub(r"[^a-z0-9]", "", secret.lower()) in squeezed:
+        found.append("the secret (any case, any spacing)")
+    if any(random_part[i : i + 12] in squeezed for i in range(len(random_part) - 11)):
+        found.append("12 characters of the secret")
+    for token in re.findall(r"[A-Za-z0-9+/=_-]{16,}", text):
+        for cut in range(4):
+            body = token[cut:]
+            body = body[: len(body) // 4 * 4]
+            for decode in (base64.b64decode, base64.urlsafe_b64decode):
+                with contextlib.suppress(ValueError):
+                    if random_part[:12].encode() in decode(body).lower():
+                        found.append(f"base64 {token[:12]}...")
+    return found
+
+
+@pytest.mark.parametrize("credentials", ["key", "user:password in the URL"])
+def test_an_endpoint_that_echoes_credentials_in_its_replies_gets_them_nowhere(
+    credentials, fault_server, maths, tmp_path, monkeypatch
+):
+    """200 replies carry the credentials the endpoint got (the key, or the Basic credentials
+    of a ``user:password@`` URL) in their content and tool-call arguments: as they are,
+    upper-cased, base64 and spaced out. The journal, the library, its backup, its logs,
+    run.json and a report hold none of it, and no lesson holding a key-like string gets into
+    the library."""
+    from mas.redact import secret_in
+
+    key = "sk-mas-secret-" + hashlib.sha256(b"key").hexdigest()[:32]  # fixed: the echoes are reproducible
+    password = "pw-" + hashlib.sha256(b"password").hexdigest()[:24]
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    fault_server.configure({}, echo_reply=True)
+    url = fault_server.url
+    if credentials != "key":
+        url = url.replace("http://", f"http://mas-user:{password}@")
+    config = TrainConfig(tasks=16, batch_size=4, group_size=3, concurrency=8, promotion=PromotionPolicy(cadence="step"))
+    store = LibraryStore(tmp_path / "libraries" / "maths.json")
+
+    async def go():
+        async with open_client("openai:fake-model", base_url=url) as client:
+            return await train(maths, client=client, store=store, run_dir=tmp_path / "run", config=config)
+
+    trained = asyncio.run(go())
+    write_report([tmp_path / "run"], tmp_path / "report")
+    sent = key if credentials == "key" else "Basic " + base64.b64encode(f"mas-user:{password}".encode()).decode()
+    assert fault_server.keys == {sent.removeprefix("Bearer "): fault_server.requests} and fault_server.requests > 20
+    refused = sum(r.quarantined + sum(len(v) for v in r.rejected.values()) for r in trained.steps)
+    assert refused > 0  # the lessons that echoed it were refused (quarantined, or refused as too long)
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith(".png")]
+    assert {"run/journal.jsonl", "libraries/maths.json", "libraries/maths.json.bak", "report/report.md"} <= {
+        p.relative_to(tmp_path).as_posix() for p in files
+    }
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert not leaks(text, key), f"{path.name}: {leaks(text, key)}"
+        assert not leaks(text, password), f"{path.name}: {leaks(text, password)}"
+    for head in store.heads().values():
+        assert all(secret_in(lesson.text) is None for lesson in head.lessons)

@@ -144,7 +144,7 @@ def test_export_markdown(store: LibraryStore) -> None:
 def test_atomic_write_leaves_no_temp_files(store: LibraryStore) -> None:
     filled(store, 5)
     names = sorted(p.name for p in store.path.parent.iterdir())
-    assert names == ["maths.json", "maths.json.bak", "maths.json.lock"]
+    assert names == ["maths.json", "maths.json.bak", "maths.json.lock", "maths.json.run.lock"]
 
 
 def test_stale_temp_file_swept(store: LibraryStore) -> None:
@@ -222,7 +222,7 @@ while True:
     store.commit([
         Version(library="solver", number=n, lessons=lessons, next_id=n + 1),
         Version(library="planner", number=store.head("planner").number + 1,
-                lessons=lessons[:1], next_id=2),
+                lessons=[Lesson(id="planner/0001", text="y" * 300)], next_id=2),
     ])
     if first:
         print("ready", flush=True)
@@ -250,7 +250,7 @@ def test_sigkill_during_commits_never_corrupts(tmp_path: Path) -> None:
         last = heads["solver"].number
         if store.backup.exists():
             json.loads(store.backup.read_text())
-    store.commit([version("solver", last + 1, [1])])  # a new writer sweeps leftover temp files
+    store.commit([version("solver", last + 1, list(range(1, last + 2)))])  # a new writer sweeps leftover temp files
     assert not list(tmp_path.glob("*.tmp"))
 
 

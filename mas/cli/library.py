@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
@@ -12,6 +13,7 @@ from typing import Annotated, Literal
 import networkx as nx
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mas import paths
@@ -23,8 +25,10 @@ from mas.library import hierarchy
 from mas.library.hierarchy import promote
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
-from mas.library.store import LibraryStore, diff, export_markdown
+from mas.library.store import LibraryStore, NotCorrupt, diff, export_markdown
 from mas.models.clients import open_client
+from mas.paths import atomic_write
+from mas.redact import redact
 from mas.studies.graph_view import render
 from mas.types import Budget, Provenance
 
@@ -68,7 +72,7 @@ def library_diff(
     store = _store(which)
     newer = store.head(role) if new is None else store.version(role, new)
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
-        out.print(line, highlight=False, markup=False)
+        _say(line)
 
 
 @library_app.command("export")
@@ -80,14 +84,19 @@ def library_export(
 ) -> None:
     """Export the latest libraries as Markdown, or one role's prompt block."""
     store = _store(which)
+    heads = {  # each lesson on its own line, whatever it holds
+        name: v.model_copy(update={"lessons": [x.model_copy(update={"text": shown(x.text)}) for x in v.lessons]})
+        for name, v in store.heads().items()
+    }
     if format == "markdown":
-        print(export_markdown(store.heads()))
+        text = export_markdown(heads)
     elif format == "prompt":
         if role is None:
             raise UserError("--format prompt needs --role")
-        print(role_block(store.heads(), role, task=task).text)
+        text = role_block(heads, role, task=task).text
     else:
         raise UserError(f"--format {format!r}: expected markdown or prompt")
+    print("\n".join(shown(line) for line in text.split("\n")))
 
 
 @library_app.command("rollback")
@@ -100,20 +109,17 @@ def library_rollback(
     store = _store(which)
     store.version(role, version)  # fails cleanly on an unknown version
     made = store.rollback(role, version)
-    out.print(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
+    _say(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
     log = SideFiles(store.path).quarantine
     rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
     if not rows:
-        out.print(f"nothing quarantined in {log.path}")
+        _say(f"nothing quarantined in {log.path}")
     for key, item in rows:
-        out.print(f"[{item.library}] {item.text}", markup=False, highlight=False)
-        out.print(
-            f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)",
-            markup=False,
-        )
+        _say(f"[{item.library}] {item.text}")
+        _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
 
 
 def _store(which: str) -> LibraryStore:
@@ -121,6 +127,8 @@ def _store(which: str) -> LibraryStore:
     path = _library_path(which)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a library file")
     return LibraryStore(path)
 
 
@@ -128,17 +136,34 @@ def _library_path(which: str) -> Path:
     return Path(which) if which.endswith(".json") else paths.library_file(which)
 
 
+_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+"""Characters a terminal acts on or that reorder what it shows: control characters (escape
+sequences start with one; newlines would fake extra lines), bidirectional overrides and
+isolates, zero-width characters, lone surrogates."""
+
+
+def shown(text: str) -> str:
+    """``text`` fit to print on one terminal line: every character above written as its
+    escape (``\\x1b``, ``\\u202e``), so a lesson shows what it holds and does nothing else.
+
+    >>> shown("Check \\x1b[31mred\\x1b[0m \\u202eevil")
+    'Check \\\\x1b[31mred\\\\x1b[0m \\\\u202eevil'
+    """
+    return _UNSAFE.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace").decode("ascii"), text)
+
+
+def _say(text: str) -> None:
+    out.print(shown(text), markup=False, highlight=False)
+
+
 def print_lessons(heads, *, provenance: bool = False) -> None:
     for name, v in heads.items():
-        out.print(f"[bold]{name}[/bold] v{v.number}: {len(v.lessons)} lessons")
+        out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {len(v.lessons)} lessons")
         for lesson in v.lessons:
-            out.print(f"  [{lesson.id}] {lesson.text}", highlight=False, markup=False)
+            _say(f"  [{lesson.id}] {lesson.text}")
         if provenance and v.provenance:
             p = v.provenance
-            out.print(
-                f"  (run {p.run}, epoch {p.epoch}, step {p.step}, model {p.model}, tasks {', '.join(p.task_ids)})",
-                markup=False,
-            )
+            _say(f"  (run {p.run}, epoch {p.epoch}, step {p.step}, model {p.model}, tasks {', '.join(p.task_ids)})")
 
 
 def promote_command(
@@ -173,9 +198,10 @@ def promote_command(
     table = Table("move", "lesson", "ids", "roles", "evidence per role: effect [bounds] over tasks", "why")
     for m in moves:
         evidence = "\n".join(f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks}" for e in m.evidence)
-        table.add_row(m.kind, m.text, ", ".join(m.lessons), ", ".join(m.roles) or "-", evidence, m.reason)
+        cells = [shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-"]
+        table.add_row(m.kind, *map(escape, cells), escape(evidence), escape(shown(m.reason)))  # cells are markup
     out.print(table)
-    out.print("dry run: nothing changed" if dry_run else f"applied to {store.path}")
+    _say("dry run: nothing changed" if dry_run else f"applied to {store.path}")
 
 
 def _n(value: float) -> str:
@@ -195,28 +221,62 @@ def graph_export(
     edge (trial edges for transfer trials), and the promotions."""
     store = _store(which)
     side = SideFiles(store.path)
-    moves = [m for _, step in side.promotions.steps() for m in step]
-    graph = usage_graph.build(
-        hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
-        store.heads(),
-        history=[v for name in store.libraries() for v in store.versions(name)],
-        moves=moves,
-        events=side.usage.items() if tasks else None,
-    )
-    target = output or side.graph(format)
-    if format == "graphml":
-        nx.write_graphml(graph, target)
-    else:
-        logged = sorted(
-            [*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step)
+    target = side.graph(format) if output is None else _output(output, side)
+    with store.exclusive():
+        graph = usage_graph.build(
+            hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
+            store.heads(),
+            history=[v for name in store.libraries() for v in store.versions(name)],
+            moves=[m for _, step in side.promotions.steps() for m in step],
+            events=side.usage.items() if tasks else None,
         )
-        target.write_text(render(graph, logged, title=f"Usage graph of {store.path.name}"))
-    out.print(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
+        if format == "graphml":
+            text = "\n".join(nx.generate_graphml(graph)) + "\n"
+        else:
+            logged = sorted(
+                [*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step)
+            )
+            text = render(graph, logged, title=f"Usage graph of {store.path.name}")
+        atomic_write(target, redact(text))
+    _say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
+
+
+def _output(output: Path, side: SideFiles) -> Path:
+    """An output path that replaces no file of the library (through symlinks too) and that
+    names a file in an existing folder."""
+    try:
+        target = output.resolve()
+    except (RuntimeError, OSError) as e:
+        raise UserError(f"--output {output}: cannot resolve ({e})") from None
+    if target in side.owned():
+        raise UserError(f"--output {output}: a file of the library {side.library}; choose another path")
+    if target.is_dir():
+        raise UserError(f"--output {output}: a folder; name a file")
+    if not target.parent.is_dir():
+        raise UserError(f"--output {output}: no folder {target.parent}")
+    return target
 
 
 @library_app.command("recover")
 def library_recover(which: Which) -> None:
-    """Restore a corrupt library file from its backup (the last good version, <file>.bak)."""
+    """Restore a corrupt library file from its backup (the last good version, <file>.bak), and
+    set aside the bad lines of its logs (in <log>.bad)."""
     store = LibraryStore(_library_path(which))
-    count = store.recover()
-    out.print(f"{store.path}: restored {count} versions from {store.backup}")
+    if store.path.is_dir():
+        raise UserError(f"{store.path}: a folder, not a library file")
+    logs = SideFiles(store.path).logs
+    if store.healthy() and not any(log.damaged() for log in logs):  # checked first: no lock file for nothing
+        raise UserError(f"{store.path}: not corrupt, nothing to recover")
+    with store.exclusive():
+        try:
+            count = store.recover()
+        except NotCorrupt:
+            count = None
+        aside = {log.path: log.repair() for log in logs}
+    if count is None and not any(aside.values()):
+        raise UserError(f"{store.path}: not corrupt, nothing to recover")
+    if count is not None:
+        _say(f"{store.path}: restored {count} versions from {store.backup}")
+    for path, n in aside.items():
+        if n:
+            _say(f"{path}: set {n} bad line{'s' * (n > 1)} aside in {path}.bad")

@@ -1,17 +1,21 @@
 """The ``mas`` command: a thin layer over the Python API.
 
 Bad input (a file, a line, a field, an option) ends with a one-line message on stderr and exit
-code 2, before anything is written.
+code 2, before anything is written. Ctrl-C and SIGTERM stop a command cleanly: one line saying
+how to resume, exit code 130 or 143, no traceback. Every message is redacted and made safe
+for a terminal.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -23,7 +27,7 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from mas import paths
-from mas.cli.library import graph_app, library_app, print_lessons, promote_command
+from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
 from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
@@ -31,6 +35,7 @@ from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
+from mas.redact import redact
 from mas.scenario import load_scenario
 from mas.studies.ablate import VARIANTS, ablate
 from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
@@ -162,7 +167,7 @@ def train_command(
                     on_step=on_step,
                 )  # fmt: skip
 
-    result = _run(main())
+    result = _run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {model!r}; see --prices)"
     out.print(f"run {result.run}: {len(result.steps)} steps, cost {cost}, journal in {run_dir}")
     if result.stopped:
@@ -364,7 +369,7 @@ def ablate_command(
                 model_name=model, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
             )  # fmt: skip
 
-    rows = _run(main())
+    rows = _run(main(), resume=f"run the same command with --folder {folder} to resume")
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
         return
@@ -429,38 +434,99 @@ def _allow_unsafe_python(allowed: bool) -> None:
         os.environ[isolation.UNSAFE_ENV] = "1"
 
 
-def _progress() -> Progress:
-    return Progress(
+@contextlib.contextmanager
+def _progress() -> Iterator[Progress]:
+    """A progress bar on stderr that an error removes, so that the error's line is all there is."""
+    bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     )
+    with bar:
+        try:
+            yield bar
+        except (UserError, OSError):
+            bar.live.transient = True
+            raise
 
 
-def _run(coroutine):
-    """Run the coroutine; SIGTERM unwinds like Ctrl-C so the embedded server is stopped."""
-    signal.signal(signal.SIGTERM, _interrupt)
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM stopped a command; ``resume`` says how to go on."""
+
+    def __init__(self, signum: int, resume: str):
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.resume = signum, resume
+
+
+def _run(coroutine, *, resume: str = "nothing to resume: run the command again"):
+    """Run the coroutine. Ctrl-C and SIGTERM cancel it (so the embedded server is stopped and
+    no journal line is left half written) and raise ``Interrupted``."""
     # autogen logs every failed agent turn with a traceback; mas counts them in its reports.
     logging.getLogger("autogen_core").setLevel(logging.CRITICAL)
-    return asyncio.run(coroutine)
+    got: list[int] = []
+
+    async def interruptible():
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+
+        def stop(signum: int) -> None:
+            got.append(signum)
+            task.cancel()
+
+        def quiet(loop, context) -> None:  # tasks torn down by the interruption complain; mute them
+            if not got:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(quiet)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop, signum)
+        try:
+            return await coroutine
+        except asyncio.CancelledError:
+            if got:
+                raise Interrupted(got[0], resume) from None
+            raise
+
+    try:
+        return asyncio.run(interruptible())
+    except KeyboardInterrupt:  # between the signal handlers' set-up and tear-down
+        raise Interrupted(got[0] if got else signal.SIGINT, resume) from None
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _say(message: str) -> None:
+    err.print(shown(redact(message)), markup=False, highlight=False)
+
+
+def _terminated(signum, frame):
+    raise Interrupted(signum, "nothing to resume: run the command again")
 
 
 def main() -> None:
+    before = signal.signal(signal.SIGTERM, _terminated)  # outside the event loop; _run handles it within
+    try:
+        _main()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _main() -> None:
     try:
         app(standalone_mode=False)
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        _say(f"error: {exc}")
         sys.exit(2)
+    except Interrupted as exc:
+        _say(f"interrupted ({exc}); {exc.resume}")
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
-        err.print("interrupted", markup=False)
+        _say("interrupted (SIGINT); nothing to resume: run the command again")
         sys.exit(130)
     except TyperException as exc:  # a bad option or argument: the message names it; exit 2
-        err.print(f"error: {exc.format_message()}", markup=False, highlight=False)
+        _say(f"error: {exc.format_message()}")
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a file mas could not read or write that no check caught first
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"error: {where}{exc.strerror or exc}")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -123,33 +123,47 @@ async def promote(
     meter: Meter | None = None,
     dry_run: bool = False,
 ) -> list[PromotionMove]:
-    """One promotion pass: plan promotions, demotions and prunings from all the randomized
-    evidence so far, judging near-duplicates by meaning (``client`` asks the model about pairs
-    not judged yet; without it they count as different); log the pass with its evidence in
+    """One promotion pass: merges, promotions and demotions from all the randomized evidence
+    so far, judging near-duplicates by meaning (``client`` asks the model about pairs not
+    judged yet; without it they count as different); log the pass with its evidence in
     ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``."""
-    stamp = provenance.model_copy(update={"stage": "promotion"})
+    if dry_run:
+        return await _plan(store, policy, client=None, seed=seed, temperature=temperature, meter=meter)
+    with store.exclusive():  # the library is held for the whole pass
+        stamp = provenance.model_copy(update={"stage": "promotion"})
+        side = SideFiles(store.path)
+        key = step_key(stamp)
+        logged = next((moves for done, moves in side.promotions.steps() if done == key), None)
+        if logged is not None:  # a crash came between the log and the commit
+            if not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "promotion"):
+                store.commit(promotion.execute(logged, store.heads(), provenance=stamp)[0])
+            return logged
+        heads = store.heads()
+        moves = await _plan(store, policy, client=client, seed=seed, temperature=temperature, meter=meter)
+        versions, moves = promotion.execute(moves, heads, provenance=stamp)
+        side.promotions.append(key, moves)  # logged first, keyed by the step: see above
+        store.commit(versions)
+        enforce_budgets(store, budget, stamp, policy)
+        return moves
+
+
+async def _plan(
+    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter
+) -> list[PromotionMove]:
+    """Merges within libraries, then promotions and demotions, at the level of the next look."""
     side = SideFiles(store.path)
-    key = step_key(stamp)
-    logged = next((moves for done, moves in side.promotions.steps() if done == key), None)
-    if logged is not None and not dry_run:
-        if not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "promotion"):
-            store.commit(promotion.execute(logged, store.heads(), provenance=stamp)[0])  # a crash came in between
-        return logged
     heads = store.heads()
     judge = Judge(
-        side.equivalence, client=None if dry_run else client, overlap=policy.overlap, seed=seed,
-        temperature=temperature, meter=meter,
+        side.equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature, meter=meter
     )  # fmt: skip
-    tallies = evidence.contrasts(side.usage.items(), lineage(store))
-    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage.items(), lineage=lineage(store)), policy, judge))
+    known = lineage(store)
+    tallies = evidence.contrasts(side.usage.items(), known)
+    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage.items(), lineage=known), policy, judge))
+    moves = promotion.merges(heads, tallies, policy, judge.known_same)
+    merged = {i for m in moves for i in m.lessons}
+    kept = {
+        name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
+        for name, v in heads.items()
+    }
     level = evidence.spent(policy.alpha, looks(store) + 1)
-    moves = promotion.plan(
-        heads, tallies, policy, level=level, same=lambda a, b: bool((v := judge.verdict(a, b)) and v.same)
-    )
-    if dry_run:
-        return moves
-    versions, moves = promotion.execute(moves, heads, provenance=stamp)
-    side.promotions.append(key, moves)
-    store.commit(versions)
-    enforce_budgets(store, budget, stamp, policy)
-    return moves
+    return moves + promotion.plan(kept, tallies, policy, level=level, same=judge.known_same)

@@ -81,16 +81,20 @@ def _prepare(version: Version) -> _Prepared:
 def _scores(library: str, number: int, texts: tuple[str, ...], query: str) -> np.ndarray:
     retriever = _index(library, number, texts)
     query_tokens = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
-    if not query_tokens:
+    if retriever is None or not query_tokens:
         return np.zeros(len(texts))
     return np.asarray(retriever.get_scores(query_tokens), dtype=float)
 
 
 @lru_cache(maxsize=64)
-def _index(library: str, number: int, texts: tuple[str, ...]) -> bm25s.BM25:
-    """One BM25 index per library version, reused by every rollout of a step."""
+def _index(library: str, number: int, texts: tuple[str, ...]) -> bm25s.BM25 | None:
+    """One BM25 index per library version, reused by every rollout of a step; None when no
+    lesson has a word that is not a stopword (nothing to index: every score is 0)."""
+    tokenized = bm25s.tokenize(list(texts), stopwords="en", show_progress=False)
+    if not tokenized.vocab:
+        return None
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(list(texts), stopwords="en", show_progress=False), show_progress=False)
+    retriever.index(tokenized, show_progress=False)
     return retriever
 
 

@@ -4,7 +4,8 @@ For ``libraries/maths.json``:
 
     maths.json.bak            the last good state (written by the store with every commit)
     maths.json.lock           held by every write to the library file
-    maths.json.train.lock     held by a training run for its whole length
+    maths.json.run.lock       held for a whole operation on the library: a training run, a
+                              rollback, a promotion pass, a recovery, a graph export
     maths.usage.jsonl         the usage events of each step
     maths.quarantine.jsonl    the proposed lessons screening refused, with why
     maths.promotions.jsonl    every promotion pass: its promotions and demotions, with evidence
@@ -12,9 +13,12 @@ For ``libraries/maths.json``:
     maths.equivalence.jsonl   the judgements of which lessons say the same thing
     maths.graph.html|graphml  the usage graph, when exported
 
-The three logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
+The four step logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
 "items": [...]}``), so a crash can never leave a step half recorded and a resumed step is
-never recorded twice.
+never recorded twice. They are read back as untrusted input: a last line cut short by a crash
+is dropped, any other bad line stops the reader with one line naming it, and ``repair()``
+(``mas library recover``) sets such lines aside in ``<log>.bad``. What is appended is
+redacted (``mas.redact``).
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mas.errors import UserError
+from mas.paths import atomic_write
+from mas.redact import redact, redact_data
 from mas.types import PromotionMove, QuarantineItem, UsageEvent
 
 Item = TypeVar("Item", bound=BaseModel)
@@ -38,23 +46,38 @@ class StepKey(NamedTuple):
     step: int
 
 
+class CorruptLog(UserError):
+    """A step log line that is not a step record; ``StepLog.repair()`` sets it aside."""
+
+
+class _Line(BaseModel, Generic[Item]):
+    """One line of a step log, validated in one pass (strict: ``true`` is no step number)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    run: str
+    epoch: int
+    step: int
+    items: list[Item]
+
+
 class StepLog(Generic[Item]):
     """Append-only, one JSON line per training step, each holding that step's items."""
 
-    def __init__(self, path: Path, item: type[Item]):
-        self.path, self.item = path, item
+    def __init__(self, path: Path, item: type[Item], library: Path | None = None):
+        self.path, self.item, self.library = path, item, library
 
     def steps(self) -> Iterator[tuple[StepKey, list[Item]]]:
-        if not self.path.exists():
-            return
-        with self.path.open("rb") as f:
-            for raw in f:
-                try:
-                    record = json.loads(raw)
-                except ValueError:
+        for number, raw, last in self._lines():
+            try:
+                yield self._parse(raw)
+            except ValueError as e:
+                if last:
                     return  # a line cut short by a crash; append() drops it
-                key = StepKey(record["run"], record["epoch"], record["step"])
-                yield key, [self.item.model_validate(x) for x in record["items"]]
+                where = f"library file {self.library}" if self.library else "its library file"
+                raise CorruptLog(
+                    f"{self.path}:{number}: not a step record ({_why(e)}); run `mas library recover` on {where} "
+                    "to set the bad lines aside"
+                ) from None
 
     def items(self) -> Iterator[Item]:
         for _, items in self.steps():
@@ -68,21 +91,89 @@ class StepLog(Generic[Item]):
         if self.has_step(key):
             return
         self._drop_torn_tail()
-        line = {**key._asdict(), "items": [x.model_dump(mode="json") for x in items]}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(line, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        line = redact_data({**key._asdict(), "items": [x.model_dump(mode="json") for x in items]})
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(line, separators=(",", ":")) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot write ({e.strerror or e})") from None
+
+    def repair(self) -> int:
+        """Move the lines that are not step records to ``<log>.bad``; return how many."""
+        good, bad = self._sorted()
+        if bad:
+            aside = Path(f"{self.path}.bad")
+            kept = aside.read_bytes() if aside.exists() else b""
+            lines = [redact(b.rstrip(b"\n").decode("utf-8", "backslashreplace")) for b in bad]
+            atomic_write(aside, kept.decode("utf-8", "backslashreplace") + "".join(f"{x}\n" for x in lines))
+            atomic_write(self.path, "".join(g.decode("utf-8") for g in good))
+        return len(bad)
+
+    def damaged(self) -> bool:
+        """Whether ``repair`` has lines to set aside."""
+        return bool(self._sorted()[1])
+
+    def _sorted(self) -> tuple[list[bytes], list[bytes]]:
+        """The lines that are step records, and the others."""
+        good, bad = [], []
+        for _, raw, _ in self._lines():
+            try:
+                self._parse(raw)
+                good.append(raw)
+            except ValueError:
+                bad.append(raw)
+        return good, bad
+
+    def _parse(self, raw: bytes) -> tuple[StepKey, list[Item]]:
+        line = _line(self.item).model_validate_json(raw)
+        return StepKey(line.run, line.epoch, line.step), line.items
+
+    def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
+        """Each non-blank line with its number, and whether it is the last one."""
+        try:
+            with self.path.open("rb") as f:
+                numbered = [(n, raw) for n, raw in enumerate(f, 1) if raw.strip()]
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+        for i, (n, raw) in enumerate(numbered):
+            yield n, raw, i == len(numbered) - 1
 
     def _drop_torn_tail(self) -> None:
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        """Cut a last line that is not a whole step record (a crash cut it short) before
+        appending, so that it does not end up in the middle of the log."""
+        lines = list(self._lines())
+        if not lines:
             return
-        with self.path.open("r+b") as f:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":  # rare: the last append was cut short
+        _, raw, _ = lines[-1]
+        try:
+            self._parse(raw)
+            torn = not raw.endswith(b"\n")
+        except ValueError:
+            torn = True
+        if torn:
+            with self.path.open("r+b") as f:
+                body = f.read().rstrip()
                 f.seek(0)
-                f.truncate(f.read().rfind(b"\n") + 1)
+                f.truncate(body.rfind(b"\n") + 1)
+
+
+@cache
+def _line(item: type[Item]) -> type[_Line]:
+    return _Line[item]
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        first = e.errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or 'line'}: {first['msg']}"
+    if isinstance(e, UnicodeDecodeError):
+        return "not UTF-8"
+    return f"not JSON: {e}" if isinstance(e, json.JSONDecodeError) else str(e)
 
 
 class SideFiles:
@@ -92,12 +183,21 @@ class SideFiles:
         self.library = Path(library)
         self.backup = Path(f"{self.library}.bak")
         self.lock = Path(f"{self.library}.lock")
-        self.train_lock = Path(f"{self.library}.train.lock")
-        self.usage = StepLog(self._beside(".usage.jsonl"), UsageEvent)
-        self.quarantine = StepLog(self._beside(".quarantine.jsonl"), QuarantineItem)
-        self.promotions = StepLog(self._beside(".promotions.jsonl"), PromotionMove)
-        self.prunings = StepLog(self._beside(".prunings.jsonl"), PromotionMove)
+        self.run_lock = Path(f"{self.library}.run.lock")
+        self.usage = StepLog(self._beside(".usage.jsonl"), UsageEvent, self.library)
+        self.quarantine = StepLog(self._beside(".quarantine.jsonl"), QuarantineItem, self.library)
+        self.promotions = StepLog(self._beside(".promotions.jsonl"), PromotionMove, self.library)
+        self.prunings = StepLog(self._beside(".prunings.jsonl"), PromotionMove, self.library)
         self.equivalence = self._beside(".equivalence.jsonl")
+
+    @property
+    def logs(self) -> list[StepLog]:
+        return [self.usage, self.quarantine, self.promotions, self.prunings]
+
+    def owned(self) -> set[Path]:
+        """Every file that belongs to the library: no output may replace one of them."""
+        paths = {self.library, self.backup, self.lock, self.run_lock, self.equivalence}
+        return paths | {log.path for log in self.logs} | {Path(f"{log.path}.bad") for log in self.logs}
 
     def graph(self, fmt: str) -> Path:
         return self._beside(f".graph.{fmt}")

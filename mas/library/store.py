@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from tinydb.storages import Storage
 
 from mas.errors import UserError
 from mas.library.logs import SideFiles
+from mas.paths import atomic_write
+from mas.redact import redact_data, redact_texts
 from mas.types import GLOBAL, SCHEMA_VERSION, Budget, Version
 
 TABLE = "versions"
@@ -34,43 +35,19 @@ class CorruptLibrary(UserError):
     """A library file that does not parse or validate; ``recover()`` may restore it."""
 
 
+class NotCorrupt(UserError):
+    """``recover()`` of a library file that needs no recovery."""
+
+
 def _dumps(data: Any) -> str:
     """Pretty, sorted JSON so a library file diffs well in review (orjson: the standard
     encoder falls back to pure Python as soon as it indents)."""
     return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename itself durable; some platforms cannot open a directory."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write via a synced temp file and a rename: a crash leaves the old or new file."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
 def _corrupt(path: Path, reason: str) -> CorruptLibrary:
     reason = " ".join(reason.split())
-    hint = f"restore it from git or a backup ({path}.bak)"
+    hint = f"run `mas library recover {path}` to restore the backup ({path}.bak), or restore it from git"
     return CorruptLibrary(f"{path}: not a valid library file ({reason}); {hint}")
 
 
@@ -88,6 +65,11 @@ def _parse(path: Path, text: str) -> dict:
     )
     if not ok:
         raise _corrupt(path, "expected an object of tables of numbered documents")
+    if _SURROGATE.search(text):
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _corrupt(path, "a text holds a lone surrogate (a \\udXXX escape)") from None
     return data
 
 
@@ -99,15 +81,66 @@ def _validate(path: Path, docs: list[dict]) -> list[Version]:
         if isinstance(schema, int) and schema > SCHEMA_VERSION:
             raise UserError(f"{path}: written by a newer mas (schema {schema}); upgrade mas")
         try:
-            out.append(Version.model_validate(dict(doc)))
+            out.append(Version.model_validate(dict(doc), strict=True))  # strict: `true` is no number
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
             raise _corrupt(path, f"document {i}: {loc}: {first['msg']}") from None
-    keys = [(v.library, v.number) for v in out]
-    if len(set(keys)) != len(keys):
-        raise _corrupt(path, "duplicate library version")
-    return sorted(out, key=lambda v: (v.library, v.number))
+    out.sort(key=lambda v: (v.library, v.number))
+    previous: Version | None = None
+    for v in out:
+        if previous is not None and previous.library == v.library and previous.number == v.number:
+            raise _corrupt(path, f"library {v.library!r} has two versions {v.number}")
+        before = previous if previous is not None and previous.library == v.library else None
+        problem = broken(v, before)
+        if problem:
+            raise _corrupt(path, problem)
+        previous = v
+    return out
+
+
+def broken(version: Version, before: Version | None) -> str | None:
+    """What breaks the invariants of a stored version, given the one before it (None: it
+    must be version 1), or None: versions chain, ids are the library's own (``solver/0003``:
+    4 to 9 digits), unique and below ``next_id``, which never goes back (ids are never
+    reused), texts are not empty."""
+    v, name = version, version.library
+    where = f"library {name!r} version {v.number}"
+    if not _LIBRARY.fullmatch(name) or ".." in name:
+        return f"library name {name!r} is not a name"
+    expected = before.number + 1 if before else 1
+    if v.number != expected:
+        return f"library {name!r}: version {v.number} follows version {expected - 1} (versions must chain)"
+    if v.schema_version < 1:
+        return f"{where}: schema_version {v.schema_version}"
+    if not 1 <= v.next_id <= MAX_ID:
+        return f"{where}: next_id {v.next_id} out of range"
+    if before is not None and v.next_id < before.next_id:
+        return f"{where}: next_id goes back from {before.next_id} to {v.next_id} (ids would be reused)"
+    prefix = f"{name}/"
+    ids = [lesson.id for lesson in v.lessons]
+    listed = "".join(f"{i}\n" for i in ids)
+    if not re.fullmatch(rf"(?:{re.escape(prefix)}[0-9]{{4,9}}\n)*", listed):  # one pass over thousands
+        bad = next(i for i in ids if not re.fullmatch(rf"{re.escape(prefix)}[0-9]{{4,9}}", i))
+        return f"{where}: lesson id {bad!r} is not an id of library {name!r}"
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        twice = next(i for i in ids if i in seen or seen.add(i))
+        return f"{where}: duplicate lesson id {twice}"
+    highest = max((int(i[len(prefix) :]) for i in ids), default=0)
+    if highest >= v.next_id:
+        return f"{where}: next_id {v.next_id} is not above lesson id {prefix}{highest:04d} (an add would overwrite it)"
+    empty = next((lesson.id for lesson in v.lessons if not lesson.text or lesson.text.isspace()), None)
+    if empty is not None:
+        return f"{where}: lesson {empty} has an empty text"
+    return None
+
+
+MAX_ID = 10**9
+_LIBRARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+"""A library name: ``global`` or a role's name (an agent's name, so an identifier)."""
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""The JSON escape of a surrogate: paired it is a character, alone it is no text at all."""
 
 
 class AtomicJSONStorage(Storage):
@@ -131,8 +164,8 @@ class AtomicJSONStorage(Storage):
 
     def write(self, data: dict) -> None:
         text = _dumps(data)
-        _atomic_write(self.path, text)
-        _atomic_write(SideFiles(self.path).backup, text)
+        atomic_write(self.path, text)
+        atomic_write(SideFiles(self.path).backup, text)
         self.written = text
 
 
@@ -144,16 +177,27 @@ def _read_text(path: Path) -> str | None:
         return None
     except UnicodeDecodeError as e:
         raise _corrupt(path, f"not UTF-8: {e.reason}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a folder, not a library file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
 class LibraryStore:
-    """All versions of all libraries of one scenario, in one library file."""
+    """All versions of all libraries of one scenario, in one library file.
+
+    ``path`` is resolved: a symlinked library file is written through (the link stays), and
+    its locks and side files are those of the file it points to."""
 
     def __init__(self, path: str | Path, lock_timeout: float = 30.0) -> None:
-        self.path = Path(path)
+        try:
+            self.path = Path(path).resolve()
+        except (RuntimeError, OSError) as e:  # a symlink loop
+            raise UserError(f"{path}: cannot resolve ({e})") from None
         side = SideFiles(self.path)
         self.backup = side.backup
         self._lock = filelock.FileLock(side.lock, timeout=lock_timeout)
+        self._held = filelock.FileLock(side.run_lock, is_singleton=True)
         self._cache: tuple[str, list[Version]] | None = None
         """The file text last read or written, and its versions, validated: a read finding the
         very same text reuses them instead of parsing and validating the whole history again."""
@@ -225,13 +269,36 @@ class LibraryStore:
     # -- writing -------------------------------------------------------------------------
 
     @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the library for a whole operation: a training run, a rollback, a promotion
+        pass, a recovery, a graph export. Another process asking meanwhile is refused at once
+        (one line), never queued; within this process the hold nests (a training run promotes
+        and commits while it holds the library)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._held.acquire(timeout=0)
+        except filelock.Timeout:
+            raise UserError(
+                f"{self.path}: in use by another mas process (a training run, or a rollback, promote, recover or "
+                "graph export); wait for it to finish or use another library file"
+            ) from None
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot lock ({e.strerror or e})") from None
+        try:
+            yield
+        finally:
+            self._held.release()
+
+    @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the lock file for a read-modify-write; sweep temp files of killed writers."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
         except filelock.Timeout:
             raise UserError(f"{self.path}: locked by another mas process") from None
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot lock ({e.strerror or e})") from None
         try:
             for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
                 with contextlib.suppress(OSError):
@@ -241,10 +308,12 @@ class LibraryStore:
             self._lock.release()
 
     def commit(self, versions: list[Version]) -> None:
-        """Append new versions of different libraries in one atomic write."""
+        """Append new versions of different libraries in one atomic write, redacted
+        (``mas.redact``): no secret reaches the file or its backup, nor a lone surrogate
+        (no UTF-8 file can hold one)."""
         if not versions:
             return
-        with self._locked():
+        with self.exclusive(), self._locked():
             self._commit(versions)
 
     def _commit(self, versions: list[Version]) -> None:
@@ -252,10 +321,14 @@ class LibraryStore:
         if len(set(names)) != len(names):
             raise ValueError(f"one commit holds two versions of a library: {names}")
         loaded = self._load()
+        versions = [_redacted(v) for v in versions]
         for v in versions:
-            expected = _head(loaded, v.library).number + 1
-            if v.number != expected:
-                raise ValueError(f"{v.library}: next version is {expected}, not {v.number}")
+            head = _head(loaded, v.library)
+            if v.number != head.number + 1:
+                raise ValueError(f"{v.library}: next version is {head.number + 1}, not {v.number}")
+            problem = broken(v, head if head.number else None)
+            if problem:
+                raise ValueError(f"{self.path}: refusing to write {problem}")
         with self._open() as db:
             db.table(TABLE).insert_multiple(v.model_dump(mode="json") for v in versions)
             written = db.storage.written
@@ -264,7 +337,7 @@ class LibraryStore:
 
     def rollback(self, library: str, number: int) -> Version:
         """Commit a new version with the lessons of an old one; ids stay never reused."""
-        with self._locked():
+        with self.exclusive(), self._locked():
             loaded = self._load()
             old = self._find(loaded, library, number)
             head = _head(loaded, library)
@@ -273,15 +346,23 @@ class LibraryStore:
             self._commit([new])
         return new
 
+    def healthy(self) -> bool:
+        """Whether the library file (missing counts) loads without a fault ``recover`` fixes."""
+        try:
+            self._load()
+        except CorruptLibrary:
+            return False
+        return True
+
     def recover(self) -> int:
         """Restore a corrupt library file from ``<file>.bak``; returns the versions restored."""
         with contextlib.suppress(CorruptLibrary):  # checked before the lock: no lock file for nothing
             self._load()
-            raise UserError(f"{self.path}: not corrupt, nothing to recover")
-        with self._locked():
+            raise NotCorrupt(f"{self.path}: not corrupt, nothing to recover")
+        with self.exclusive(), self._locked():
             with contextlib.suppress(CorruptLibrary):
                 self._load()
-                raise UserError(f"{self.path}: not corrupt, nothing to recover")
+                raise NotCorrupt(f"{self.path}: not corrupt, nothing to recover")
             if not self.backup.exists():
                 raise UserError(f"{self.path}: corrupt and no backup at {self.backup}")
             try:
@@ -290,8 +371,24 @@ class LibraryStore:
                 restored = _validate(self.backup, list(data.get(TABLE, {}).values()))
             except (CorruptLibrary, UnicodeDecodeError):
                 raise UserError(f"{self.path}: corrupt, and so is {self.backup}") from None
-            _atomic_write(self.path, text)
+            except OSError as e:
+                raise UserError(f"{self.backup}: cannot read ({e.strerror or e})") from None
+            atomic_write(self.path, _dumps(redact_data(data)))
         return len(restored)
+
+
+def _redacted(version: Version) -> Version:
+    """``version`` with its strings redacted; itself when there is nothing to cut. Its lessons
+    go through ``redact_texts``, which skips the texts it found clean before: each version
+    repeats every lesson of its library."""
+    doc = version.model_dump(mode="json")
+    lessons = doc.pop("lessons")
+    texts = [lesson["text"] for lesson in lessons]
+    clean_texts, rest = redact_texts(texts), redact_data(doc)
+    if clean_texts is texts and rest is doc:
+        return version
+    lessons = [{**lesson, "text": text} for lesson, text in zip(lessons, clean_texts)]
+    return Version.model_validate({**rest, "lessons": lessons})
 
 
 def _ordered(names: Iterable[str]) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 from autogen_core.models import ChatCompletionClient, ModelInfo
 
@@ -98,5 +99,17 @@ def _openai(model: str, url: str | None, key: str, *, embedded: bool, call_timeo
     )  # fmt: skip
     return Adapted(
         inner, schema_in_format=embedded, text_tools=embedded, name=model,
-        call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX, secrets=(key,),
+        call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX,
+        secrets=() if embedded else (key, *_credentials(url)),
     )  # fmt: skip
+
+
+def _credentials(url: str | None) -> tuple[str, ...]:
+    """The password (and ``user:password``) of a base URL like ``http://user:pass@host/v1``."""
+    try:
+        parts = urlsplit(url or "")
+    except ValueError:  # not a URL: the client will say so
+        return ()
+    if not parts.password:
+        return ()
+    return (parts.password, f"{parts.username or ''}:{parts.password}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ from mas.errors import EndpointError
 from mas.models import texttools
 from mas.models.faults import BadBody, Transient, retry_after
 from mas.models.wrappers import Delegating
+from mas.redact import redact, remember
 from mas.types import EndpointCounts
 
 CALL_TIMEOUT = 120.0
@@ -54,7 +54,8 @@ class Adapted(Delegating):
     Each attempt has ``call_timeout`` seconds; transient faults are retried up to ``retries``
     times (backoff from ``backoff`` seconds, doubled, capped at ``backoff_max``, with jitter;
     a ``Retry-After`` header is honoured instead). ``counts`` keeps what happened.
-    ``secrets`` (the API key) are cut out of every error message.
+    ``secrets`` (the API key) are cut out of every error message, and of everything mas
+    writes (``mas.redact.remember``).
     """
 
     def __init__(
@@ -79,6 +80,8 @@ class Adapted(Delegating):
             backoff_max,
         )
         self.secrets = tuple(s for s in secrets if s and len(s) >= 4)
+        for secret in self.secrets:
+            remember(secret)  # the journal, the logs and the library redact it too
         self.counts = EndpointCounts()
         self._jitter = random.Random()
 
@@ -216,11 +219,7 @@ class Adapted(Delegating):
 
     def _clean(self, text: str) -> str:
         """An error message fit to be logged and journaled: one line, no secret, bounded."""
-        for secret in self.secrets:
-            text = text.replace(secret, "[redacted]")
-        text = re.sub(r"(?i)(bearer\s+)\S+", r"\1[redacted]", text)
-        text = re.sub(r"\bsk-[\w-]{6,}", "sk-[redacted]", text)
-        text = " ".join(text.split())
+        text = " ".join(redact(text, self.secrets).split())
         return text if len(text) <= 300 else text[:297] + "..."
 
 

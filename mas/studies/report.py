@@ -2,11 +2,13 @@
 
 Reads only what a run leaves behind (``run.json``, ``journal.jsonl``, the library file and
 its promotions log) and never changes it. Every input is read and checked before anything
-is written, so a bad directory leaves the output directory untouched.
+is written, so a bad directory leaves the output directory untouched. Each output file is
+written atomically and redacted (``mas.redact``), and none may replace a file a run reads.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +16,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mas.errors import UserError
+from mas.journal import records
 from mas.library.budget import tokens
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
+from mas.paths import atomic_write
+from mas.redact import redact
 from mas.types import GLOBAL, PromotionMove, Rollout, StepReport, Version
 
 PLOTS = {
@@ -53,12 +58,29 @@ def write_report(run_dirs: list[Path], out_dir: Path) -> Path:
     for i, run in enumerate(runs):
         if [r.path.name for r in runs].count(run.path.name) > 1:
             run.label = f"{run.path.name} ({i + 1})"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_output(out_dir, runs)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{out_dir}: cannot make the report folder ({e.strerror or e})") from None
     for name, draw in zip(PLOTS, (_plot_reward, _plot_library, _plot_tools, _plot_promotions)):
-        draw(runs).savefig(out_dir / f"{name}.png", dpi=110)
+        png = io.BytesIO()
+        draw(runs).savefig(png, format="png", dpi=110)
+        atomic_write(out_dir / f"{name}.png", png.getvalue())
     path = out_dir / "report.md"
-    path.write_text(_markdown(runs), encoding="utf-8")
+    atomic_write(path, redact(_markdown(runs)))
     return path
+
+
+def _check_output(out_dir: Path, runs: list[Run]) -> None:
+    """The report goes into a folder, and replaces no file of a run or of its library."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir}: not a folder (--output names the report folder)")
+    theirs = {p.resolve() for r in runs for p in (r.path / "run.json", r.path / "journal.jsonl")}
+    theirs |= {p.resolve() for r in runs for p in SideFiles(Path(r.settings["library"])).owned()}
+    for name in [*(f"{n}.png" for n in PLOTS), "report.md"]:
+        if (out_dir / name).resolve() in theirs:
+            raise UserError(f"{out_dir / name}: a file of a run or of its library; choose another --output")
 
 
 def _load(path: Path) -> Run:
@@ -68,18 +90,18 @@ def _load(path: Path) -> Run:
         raise UserError(f"{path}: not a training run (no run.json or journal.jsonl)")
     try:
         settings = json.loads(settings_path.read_text(encoding="utf-8"))
-        records = {(r["kind"], r["key"]): r["data"] for r in _jsonl(journal_path)}
+        found = {(r["kind"], r["key"]): r["data"] for r in records(journal_path)[0]}
         steps = sorted(
-            (StepReport.model_validate(d) for (kind, _), d in records.items() if kind == "step"),
+            (StepReport.model_validate(d) for (kind, _), d in found.items() if kind == "step"),
             key=lambda s: (s.epoch, s.step),
         )
         rollouts = [
             (int(key.split("/")[0][1:]), Rollout.model_validate(d))
-            for (kind, key), d in records.items()
+            for (kind, key), d in found.items()
             if kind == "rollout"
         ]
         library, config = Path(settings["library"]), dict(settings["config"])
-    except (ValueError, KeyError, TypeError, IndexError, ValidationError):
+    except (ValueError, KeyError, TypeError, IndexError, ValidationError, OSError):
         raise UserError(f"{path}: not a readable training run (bad run.json or journal.jsonl)") from None
     libraries, note = None, f"library file {library} is missing"
     if library.is_file():
@@ -91,20 +113,9 @@ def _load(path: Path) -> Run:
     try:
         log = SideFiles(library).promotions.steps()
         moves = [(key.epoch, m) for key, items in log if key.run == path.name for m in items]
-    except (ValueError, KeyError, TypeError, ValidationError):
+    except (ValueError, KeyError, TypeError, ValidationError, UserError):
         moves = []  # a damaged log: the report goes on without it
     return Run(path, path.name, {**settings, "config": config}, steps, rollouts, libraries, note, moves)
-
-
-def _jsonl(path: Path) -> list:
-    """The JSON values of a journal, up to a line cut short by a crash."""
-    out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            break
-    return out
 
 
 def _reward(run: Run, epoch: int) -> float:
@@ -253,7 +264,7 @@ def _plot_promotions(runs: list[Run]):
 
 
 def _abbrev(text: str, width: int) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(redact(str(text)).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
