@@ -8,6 +8,7 @@ its own and throws it away.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, NamedTuple
 
 from autogen_agentchat.agents import AssistantAgent
@@ -24,7 +25,7 @@ from autogen_core.models import ChatCompletionClient
 from mas.library.exposure import RoleExposure
 from mas.library.inject import role_block
 from mas.meter import Meter
-from mas.models.wrappers import Seeded
+from mas.models.wrappers import QUEUED, Queued, Seeded
 from mas.scenario import Role, Scenario
 from mas.tools import TOOLS
 from mas.types import Budget, RoleTrace, Rollout, Task, ToolCall, Turn, Version
@@ -113,7 +114,8 @@ GRACE = 0.5
 
 
 async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list, str | None]:
-    """Run with a deadline. On timeout cancel the token first (it stops a model call), then
+    """Run with a deadline of ``timeout`` seconds of the team's own time (waiting for a call
+    slot does not count). On timeout cancel the token first (it stops a model call), then
     the task (a running tool call ignores the token), and keep what was produced."""
     messages: list = []
     token = CancellationToken()
@@ -123,8 +125,13 @@ async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list
             if not isinstance(item, TaskResult):
                 messages.append(item)
 
-    runner = asyncio.ensure_future(consume())
-    done, _ = await asyncio.wait({runner}, timeout=timeout)
+    clock, start = Queued(), time.monotonic()
+    reset = QUEUED.set(clock)
+    runner = asyncio.ensure_future(consume())  # the task copies the context, and with it the clock
+    QUEUED.reset(reset)
+    done: set = set()
+    while not done and (left := timeout + clock.seconds - (time.monotonic() - start)) > 0:
+        done, _ = await asyncio.wait({runner}, timeout=left)
     if not done:
         token.cancel()
         runner.cancel()

@@ -4,6 +4,8 @@ in flight (``Limited``), a rollout's seed and settings on every call (``Seeded``
 from __future__ import annotations
 
 import asyncio
+import time
+from contextvars import ContextVar
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, CreateResult, ModelInfo
@@ -47,6 +49,34 @@ class Delegating(ChatCompletionClient):
         return self.inner.model_info
 
 
+class Queued:
+    """Seconds the calls of one rollout spent waiting for a free slot (overlapping waits once).
+
+    A rollout's deadline is for the team's own work: with 12 rollouts and 4 slots, the last
+    ones would otherwise time out in the queue before their first call was sent."""
+
+    def __init__(self) -> None:
+        self.waited, self._waiting, self._since = 0.0, 0, 0.0
+
+    def enter(self) -> None:
+        if not self._waiting:
+            self._since = time.monotonic()
+        self._waiting += 1
+
+    def leave(self) -> None:
+        self._waiting -= 1
+        if not self._waiting:
+            self.waited += time.monotonic() - self._since
+
+    @property
+    def seconds(self) -> float:
+        return self.waited + (time.monotonic() - self._since if self._waiting else 0.0)
+
+
+QUEUED: ContextVar[Queued | None] = ContextVar("mas_queued", default=None)
+"""The ``Queued`` clock of the rollout whose task is running, if any (set by ``mas.team``)."""
+
+
 class Limited(Delegating):
     """At most ``n`` calls in flight, across every rollout and learning call of a run."""
 
@@ -55,8 +85,18 @@ class Limited(Delegating):
         self.slots = asyncio.Semaphore(n)
 
     async def create(self, messages, **kwargs) -> CreateResult:
-        async with self.slots:
+        clock = QUEUED.get()
+        if clock is not None:
+            clock.enter()
+        try:
+            await self.slots.acquire()
+        finally:
+            if clock is not None:
+                clock.leave()
+        try:
             return await self.inner.create(messages, **kwargs)
+        finally:
+            self.slots.release()
 
 
 class Seeded(Delegating):
