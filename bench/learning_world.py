@@ -410,10 +410,14 @@ class Outcome:
 
 
 def run(seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="world-") as folder:
+        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs)
+
+
+def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int) -> Outcome:
     world = World(seed, null=null)
     train_scenario = scenario(world, tasks, seed=seed)
     held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
-    folder = Path(tempfile.mkdtemp(prefix="world-"))
     store = LibraryStore(folder / "lib.json")
     store.commit(
         [Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text=HARMFUL.texts[0])])]

@@ -64,7 +64,8 @@ class RolloutConfig(BaseModel):
     max_tokens: int = Field(256, ge=16)
     """Completion cap for each of the team's calls."""
     rollout_timeout: float = Field(300.0, gt=0)
-    """Seconds before a team rollout is cancelled (it then scores 0)."""
+    """Seconds of the team's own work (time queued for a call slot does not count) before a
+    rollout is cancelled; it then leaves its group's statistics."""
     concurrency: int = Field(4, ge=1)
     """Model calls in flight at once, across rollouts and learning calls. Above the
     endpoint's own limit, requests wait there and no slot idles between calls."""
