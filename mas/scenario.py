@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import ChatCompletionClient
@@ -55,6 +56,8 @@ class Role(Frozen):
     """After its tool calls, one more model call writes the turn's message; when false the
     message is ``tool_summary`` filled with each call's result."""
     tool_summary: str = "{result}"
+    tool_docs: dict[str, str] = {}
+    """What each tool does, for tools that are not mas's own (an autogen team file's)."""
 
 
 class ScenarioFile(Frozen):
@@ -102,6 +105,10 @@ class Scenario:
     origin: str = ""
     """How the team and reward were chosen when mas guessed or mapped them (a bare task file,
     an autogen team file): the CLI prints it."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Files the scenario was built from and their digests, recorded in run.json."""
+    answer_from: Literal["transcript", "final"] = "transcript"
+    """What the extractor reads: the whole transcript, or the team's final message only."""
 
     def __post_init__(self) -> None:
         if self.test_tasks is None:

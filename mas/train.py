@@ -248,6 +248,7 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
         "tasks_sha256": _digest([t.model_dump(mode="json") for t in scenario.tasks[: config.tasks]]),
         "roles_sha256": _digest([r.model_dump(mode="json") for r in scenario.roles]),
         "config": config.model_dump(mode="json"),
+        **scenario.sources,  # an autogen team file: its path and digest
     }
     before = _read_settings(run_dir)
     if before is None:
@@ -257,7 +258,7 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
     changed += [  # runs started before the digests were kept have none to compare
         what
-        for what, k in (("tasks", "tasks_sha256"), ("role prompts", "roles_sha256"))
+        for what, k in (("tasks", "tasks_sha256"), ("role prompts", "roles_sha256"), ("team file", "team_sha256"))
         if k in before and before[k] != settings[k]
     ]
     if changed:
