@@ -115,7 +115,7 @@ def test_train_eval_ablate_transfer_on_a_team_file(files, capsys, monkeypatch):
         capsys, monkeypatch,
     )  # fmt: skip
     assert code == 0, err
-    assert "team.json: RoundRobinGroupChat of planner, solver, verifier" in err  # which team it was given
+    assert "team.json: RoundRobinGroupChat of planner, solver, verifier" in out  # which team it was given
 
     settings = json.loads((run / "run.json").read_text())
     assert settings["team_file"] == str(files["team"].resolve())
@@ -298,3 +298,15 @@ def test_a_reward_function_of_your_own_gets_the_final_message(tmp_path):
     bad = load_team(team, tasks=tasks, reward=f"{tmp_path / 'bad_reward.py'}:score")
     with pytest.raises(UserError, match="returned str, expected a number"):
         bad.reward(Task(id="1", question="q", answer="5"), "5")
+
+
+def test_a_bare_task_file_says_which_team_it_got(tmp_path, capsys, monkeypatch):
+    tasks = tmp_path / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {i} + 1?", "answer": i + 1}) + "\n" for i in range(30)))
+    code, out, err = cli(
+        ["train", tasks, "--model", "fake", "--tasks", "4", "--run-dir", tmp_path / "run"], capsys, monkeypatch
+    )
+    assert code == 0, err
+    assert out.startswith(f"{tasks}: every answer is a number, so the maths team (planner, solver, verifier)")
+    code, out, _ = cli(["eval", tasks, "--model", "fake", "--no-library", "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)[0]["library"] == "none"  # --json: the output stays JSON

@@ -154,7 +154,7 @@ def train_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_say,
+        test_file=test_file, say=_note,
     )  # fmt: skip
     config = settings(
         train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
@@ -239,7 +239,7 @@ def eval_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_say,
+        test_file=test_file, say=_note if not as_json else None,
     )  # fmt: skip
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
@@ -328,7 +328,7 @@ def transfer_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_say,
+        test_file=test_file, say=_note if not as_json else None,
     )  # fmt: skip
     path = library or paths.library_file(spec.name)
     if not path.exists():
@@ -405,7 +405,7 @@ def ablate_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        say=_say,
+        say=_note if not as_json else None,
     )  # fmt: skip
     chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
     unknown = [v for v in chosen if v not in VARIANTS]
@@ -552,6 +552,12 @@ def _run(coroutine, *, resume: str = "nothing to resume: run the command again")
 
 def _say(message: str) -> None:
     err.print(shown(redact(message)), markup=False, highlight=False)
+
+
+def _note(message: str) -> None:
+    """How mas chose a team or reward: on stdout, so that an error after it is still the only
+    line on stderr (``--json`` prints no note)."""
+    out.print(shown(redact(message)), markup=False, highlight=False)
 
 
 def _terminated(signum, frame):

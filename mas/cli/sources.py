@@ -88,9 +88,10 @@ def scenario_from(
     reward: str | None,
     fields: Fields,
     test_file: Path | None = None,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] | None = print,
 ) -> Scenario:
-    """The scenario a command was given; ``say`` is told how mas chose a team or reward."""
+    """The scenario a command was given; ``say`` (when given) is told how mas chose a team or
+    reward."""
     if team is None:
         if tasks_file is not None or reward is not None:
             raise UserError(f"{'--tasks-file' if tasks_file is not None else '--reward'} goes with --team")
@@ -106,7 +107,7 @@ def scenario_from(
         from mas.teamfile import load_team  # autogen's loaders: only for a team file
 
         spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file)
-    if spec.origin:
+    if spec.origin and say is not None:
         say(spec.origin)
     return spec
 
