@@ -13,7 +13,8 @@
             return await mas.evaluate(scenario, client=client, heads=store.heads())
     print(asyncio.run(main()).mean_at_k)
 
-Any autogen ``ChatCompletionClient`` can be passed as ``client``.
+Any autogen ``ChatCompletionClient`` can be passed as ``client``. At inference, any autogen
+``AssistantAgent`` gets its role's lessons with ``memory=[mas.LessonMemory(library_file, role=...)]``.
 """
 
 from mas.config import EvalConfig, TrainConfig
@@ -33,10 +34,24 @@ def load_library(path: str) -> dict[str, Version]:
     return LibraryStore(path).heads()
 
 
+def __getattr__(name: str):
+    """Names imported on first use, so that ``import mas`` stays as light as it is."""
+    if name == "LessonMemory":
+        from mas.memory import LessonMemory
+
+        return LessonMemory
+    if name == "load_team":
+        from mas.teamfile import load_team
+
+        return load_team
+    raise AttributeError(f"module 'mas' has no attribute {name!r}")
+
+
 __all__ = [
     "EvalConfig",
     "EvalResult",
     "FakeClient",
+    "LessonMemory",
     "LibraryStore",
     "ModelReplyError",
     "Scenario",
@@ -48,6 +63,7 @@ __all__ = [
     "evaluate",
     "load_library",
     "load_scenario",
+    "load_team",
     "open_client",
     "system_message",
     "train",

@@ -1,4 +1,6 @@
-"""Loading task files: one JSON object per line with ``id``, ``question`` and ``answer``.
+"""Loading task files: one JSON object per line with ``question`` and ``answer`` (and ``id``,
+else the line number is the id). Other field names are mapped with ``Fields``
+(``Fields(question="problem", answer="solution")`` for Hugging Face style files).
 
 Files come from people, so every problem becomes a ``UserError`` naming the file, the line
 and the field, and the file is streamed so a large one costs no more memory than its tasks.
@@ -9,16 +11,26 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from mas.errors import UserError
 from mas.types import Passage, Task
 
 
-def load_jsonl(path: str | Path, *, limit: int | None = None) -> list[Task]:
+class Fields(NamedTuple):
+    """The names of a task file's question and answer fields."""
+
+    question: str = "question"
+    answer: str = "answer"
+
+
+def load_jsonl(path: str | Path, *, limit: int | None = None, fields: Fields = Fields()) -> list[Task]:
     """The tasks in ``path``, in file order; at most ``limit`` of them when given.
 
-    Also read when present: ``level`` (an integer), ``answer_aliases`` and ``passages``
-    (multi-hop QA); other fields are ignored, so the shared benchmark files load as they are.
+    A record without ``id`` gets its line number. An answer holding ``\\boxed{...}`` (a
+    worked solution) is the content of its last box. Also read when present: ``level`` (an
+    integer), ``answer_aliases`` and ``passages`` (multi-hop QA); other fields are ignored, so
+    the shared benchmark files load as they are.
     """
     if limit is not None and limit < 1:
         raise UserError(f"limit must be at least 1, got {limit}")
@@ -26,7 +38,7 @@ def load_jsonl(path: str | Path, *, limit: int | None = None) -> list[Task]:
     first_line: dict[str, int] = {}
     for number, record in records(Path(path)):
         where = f"{path}:{number}"
-        task = to_task(record, where)
+        task = to_task(record, where, fields=fields, line=number)
         if task.id in first_line:
             first = first_line[task.id]
             raise UserError(f"{where}: duplicate id {task.id!r} (first on line {first})")
@@ -78,14 +90,17 @@ def parse(line: str, where: str) -> object:
         raise UserError(f"{where}: not valid JSON (nested too deeply)") from None
 
 
-def to_task(record: object, where: str) -> Task:
-    """Check one record's fields and build the task; ``where`` is ``path:line``."""
+def to_task(record: object, where: str, *, fields: Fields = Fields(), line: int | None = None) -> Task:
+    """Check one record's fields and build the task; ``where`` is ``path:line``. Without an
+    ``id``, the task's id is ``line`` (when given)."""
     if not isinstance(record, dict):
         raise UserError(f"{where}: expected a JSON object, got {json_type(record)}")
+    if "id" not in record and line is not None:
+        record = {**record, "id": line}
     return Task(
         id=text_field(record, "id", where, numbers=True),
-        question=text_field(record, "question", where, numbers=False),
-        answer=answer_field(record, where),
+        question=text_field(record, fields.question, where, numbers=False),
+        answer=last_boxed(answer_field(record, where, fields.answer)),
         level=level_field(record, where),
         aliases=aliases_field(record, where),
         passages=passages_field(record, where),
@@ -107,19 +122,35 @@ def text_field(record: dict, name: str, where: str, *, numbers: bool) -> str:
     return value
 
 
-def answer_field(record: dict, where: str) -> str:
+def answer_field(record: dict, where: str, name: str = "answer") -> str:
     """The ground truth as text; numbers are common in the wild and become strings."""
-    if "answer" not in record:
-        raise UserError(f"{where}: missing field 'answer'")
-    value = record["answer"]
+    if name not in record:
+        raise UserError(f"{where}: missing field {name!r}")
+    value = record[name]
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str):
         kind = json_type(value)
-        raise UserError(f"{where}: field 'answer' must be a string or number, got {kind}")
+        raise UserError(f"{where}: field {name!r} must be a string or number, got {kind}")
     if not value.strip():
-        raise UserError(f"{where}: field 'answer' is empty")
+        raise UserError(f"{where}: field {name!r} is empty")
     return value
+
+
+def last_boxed(text: str) -> str:
+    r"""The content of the last ``\boxed{...}`` in ``text`` (braces balanced), else ``text``.
+
+    >>> last_boxed(r"so $x = 2$, and $\boxed{\frac{1}{2}}$.")
+    '\\frac{1}{2}'
+    """
+    start = text.rfind("\\boxed{")
+    depth = 0
+    for j in range(start + len("\\boxed"), len(text) if start >= 0 else 0):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            inner = text[start + len("\\boxed{") : j].strip()
+            return inner or text
+    return text
 
 
 def level_field(record: dict, where: str) -> int | None:

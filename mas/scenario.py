@@ -12,15 +12,16 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import ChatCompletionClient
 from pydantic import Field, ValidationError
 
 from mas import paths
-from mas.datasets import load_jsonl
+from mas.datasets import Fields, load_jsonl
 from mas.domains.maths import extract_answer, numeric_reward
 from mas.domains.qa import extract_answer as qa_extract
 from mas.domains.qa import qa_reward
@@ -55,6 +56,8 @@ class Role(Frozen):
     """After its tool calls, one more model call writes the turn's message; when false the
     message is ``tool_summary`` filled with each call's result."""
     tool_summary: str = "{result}"
+    tool_docs: dict[str, str] = {}
+    """What each tool does, for tools that are not mas's own (an autogen team file's)."""
 
 
 class ScenarioFile(Frozen):
@@ -99,6 +102,13 @@ class Scenario:
     """What the team does, for the learning prompts."""
     split: str = ""
     """How the held-out tasks were set apart (recorded with the run and the library)."""
+    origin: str = ""
+    """How the team and reward were chosen when mas guessed or mapped them (a bare task file,
+    an autogen team file): the CLI prints it."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Files the scenario was built from and their digests, recorded in run.json."""
+    answer_from: Literal["transcript", "final"] = "transcript"
+    """What the extractor reads: the whole transcript, or the team's final message only."""
 
     def __post_init__(self) -> None:
         if self.test_tasks is None:
@@ -161,13 +171,15 @@ def custom_scenario(
     )  # fmt: skip
 
 
-def load_scenario(name_or_path: str, *, limit: int | None = None, test_file: Path | None = None) -> Scenario:
+def load_scenario(
+    name_or_path: str, *, limit: int | None = None, test_file: Path | None = None, fields: Fields = Fields()
+) -> Scenario:
     """``maths`` (a folder in scenarios/), a folder path, or a ``.jsonl`` file path. Held-out
     tasks come from ``test_file``, else from the scenario's own test file, else from a hash
-    split of the tasks."""
+    split of the tasks. ``fields`` names the question and answer fields of the task files."""
     path = Path(name_or_path)
     if path.suffix == ".jsonl":
-        return _from_jsonl(path, limit, test_file)
+        return _from_jsonl(path, limit, test_file, fields)
     named = paths.safe_name(name_or_path)
     spec_path = (
         path / "scenario.toml"
@@ -196,31 +208,38 @@ def load_scenario(name_or_path: str, *, limit: int | None = None, test_file: Pat
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
     folder = spec_path.parent
     roles = [load_role(r, source=spec_path, local=folder / "roles") for r in spec.roles]
-    tasks = load_jsonl(folder / spec.tasks, limit=limit)
+    tasks = load_jsonl(folder / spec.tasks, limit=limit, fields=fields)
     test_path = test_file or (folder / spec.test_tasks if spec.test_tasks else None)
-    test = load_jsonl(test_path, limit=limit) if test_path else None
+    test = load_jsonl(test_path, limit=limit, fields=fields) if test_path else None
     return Scenario(
         spec.name, roles, tasks, spec.reward, test, description=spec.description or spec.name,
         split=f"test file {test_path.name}" if test_path else "",
     )  # fmt: skip
 
 
-def _from_jsonl(path: Path, limit: int | None, test_file: Path | None) -> Scenario:
+def _from_jsonl(path: Path, limit: int | None, test_file: Path | None, fields: Fields) -> Scenario:
     """A task file gets the team and reward of the shipped scenario it looks like: passages
     mean multi-hop QA, numeric answers mean maths, other answers are compared symbolically."""
-    tasks = load_jsonl(path, limit=limit)
+    tasks = load_jsonl(path, limit=limit, fields=fields)
     if any(t.passages for t in tasks):
-        template, reward = "multihop", "qa"
-    elif all(numeric_reward(t.answer or "", t.answer) == 1.0 for t in tasks):
-        template, reward = "maths", "numeric"
+        template, reward, why = "multihop", "qa", "it has passages"
     else:
-        template, reward = "maths", "symbolic"
+        reward, why = guess_reward(tasks)
+        template = "maths"
     like = load_scenario(template, limit=1)
-    test = load_jsonl(test_file, limit=limit) if test_file else None
+    test = load_jsonl(test_file, limit=limit, fields=fields) if test_file else None
+    origin = f"{path}: {why}, so the {template} team ({', '.join(like.role_names)}) and the {reward} reward"
     return Scenario(
         paths.safe_name(path.stem) or paths.slug(path.stem), like.roles, tasks, reward, test,
-        description=like.description, split=f"test file {test_file.name}" if test_file else "",
+        description=like.description, split=f"test file {test_file.name}" if test_file else "", origin=origin,
     )  # fmt: skip
+
+
+def guess_reward(tasks: list[Task]) -> tuple[str, str]:
+    """``numeric`` when every answer is a number, else ``symbolic``; and why, in words."""
+    if all(numeric_reward(t.answer or "", t.answer) == 1.0 for t in tasks):
+        return "numeric", "every answer is a number"
+    return "symbolic", "not every answer is a number"
 
 
 def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:

@@ -79,6 +79,8 @@ class Context:
     """Lessons judged to say the same thing (so far): no trial of what a role already has."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
+    learner: ChatCompletionClient | None = None
+    """The client of the learning calls, when it is not ``client``."""
 
     @property
     def prefix(self) -> str:
@@ -354,7 +356,7 @@ async def _journaled(ctx: Context, stage: str, key: str, schema, max_tokens: int
         return schema.model_validate(done["reply"]) if done["ok"] else None
     try:
         reply = await ask(
-            ctx.client, stage, schema, meter=ctx.meter, seed=seed_of(ctx.config.seed, stage, key),
+            ctx.learner or ctx.client, stage, schema, meter=ctx.meter, seed=seed_of(ctx.config.seed, stage, key),
             temperature=ctx.config.learning_temperature, max_tokens=max_tokens, **values,
         )  # fmt: skip
     except ModelReplyError as exc:

@@ -104,8 +104,9 @@ async def run_rollout(
     messages, error = await _run(team, task.question, timeout)
     if error:
         meter.fail("rollout")
-    transcript = "\n".join(m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user")
-    answer = None if error else scenario.extract(transcript)
+    said = [m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user"]
+    read = said[-1:] if scenario.answer_from == "final" else said
+    answer = None if error else scenario.extract("\n".join(read))
     return Rollout(task_id=task.id, index=index, traces=split_traces(messages, prompts), answer=answer, error=error)
 
 

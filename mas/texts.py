@@ -28,7 +28,8 @@ def _tools(role: Role) -> str:
         return "none"
     described = []
     for name in role.tools:
-        doc = " ".join(TOOLS[name](_PLACEHOLDER).description.split())
+        doc = role.tool_docs.get(name) or TOOLS[name](_PLACEHOLDER).description
+        doc = " ".join(doc.split())
         described.append(f"{name} ({doc})")
     return "; ".join(described)
 

@@ -31,7 +31,18 @@ from mas.models.wrappers import Limited
 from mas.paths import atomic_write
 from mas.redact import redact_data
 from mas.scenario import Scenario
-from mas.types import GLOBAL, Advantage, Group, Provenance, QuarantineItem, StepReport, Summary, Task, Version
+from mas.types import (
+    GLOBAL,
+    Advantage,
+    EndpointCounts,
+    Group,
+    Provenance,
+    QuarantineItem,
+    StepReport,
+    Summary,
+    Task,
+    Version,
+)
 
 
 class TrainResult(BaseModel):
@@ -53,8 +64,11 @@ async def train(
     model_name: str = "",
     price: Price = Price(),
     on_step: Callable[[StepReport], None] = lambda report: None,
+    learner: ChatCompletionClient | None = None,
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
+    ``learner``, when given, makes the learning calls (summaries, advantages, edits,
+    equivalence judgements) and ``client`` only the team's.
 
     The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
     training run, or a rollback, promote, recover or graph export of the same library, is
@@ -63,12 +77,13 @@ async def train(
     with store.exclusive():
         if new is not None:
             _write_run(run_dir, new)
-        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
+        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner)
 
 
-async def _train(scenario, client, store, run_dir, config, model_name, price, on_step) -> TrainResult:
+async def _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner) -> TrainResult:
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
+    learner = Limited(learner, config.concurrency) if learner is not None else client
     tasks = scenario.tasks[: config.tasks]
     steps_per_epoch = -(-len(tasks) // config.batch_size)
     reports: list[StepReport] = []
@@ -88,7 +103,9 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
                 )  # fmt: skip
                 cadence = config.promotion.cadence
                 promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
-                report = await _step(scenario, batch, config, client, store, journal, provenance, price, promote)
+                report = await _step(
+                    scenario, batch, config, (client, learner), store, journal, provenance, price, promote
+                )
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
             reports.append(StepReport.model_validate(done))
@@ -96,19 +113,21 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
 
 
 async def _step(
-    scenario, batch, config, client, store, journal, provenance: Provenance, price: Price, promote: bool
+    scenario, batch, config, clients, store, journal, provenance: Provenance, price: Price, promote: bool
 ) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
     the promotion pass when it is due."""
     started, meter = time.perf_counter(), Meter()
-    before = endpoint_counts(client)
-    before = before.model_copy(deep=True) if before else None
+    client, learner = clients
+    before = _endpoints(client, learner)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     # A lesson counts as established only by the bound the next promotion pass will use.
     known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1)
     same = hierarchy.judge(store, config.promotion).known_same
-    ctx = stages.Context(scenario, config, client, journal, meter, heads, provenance, effects=known, same=same)
+    ctx = stages.Context(
+        scenario, config, client, journal, meter, heads, provenance, effects=known, same=same, learner=learner
+    )
 
     async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
         group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
@@ -131,7 +150,7 @@ async def _step(
     moves = []
     if promote:
         moves = await hierarchy.promote(
-            store, config.promotion, provenance, budget=config.budget, client=client, seed=config.seed,
+            store, config.promotion, provenance, budget=config.budget, client=learner, seed=config.seed,
             temperature=config.learning_temperature, meter=meter,
         )  # fmt: skip
     rewards = [reward for group in groups for reward in group.rewards]
@@ -159,7 +178,7 @@ async def _step(
         stage_cost_usd=stage_cost,
         cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
-        endpoint=endpoint_counts(client).minus(before) if before else None,
+        endpoint=_endpoints(client, learner).minus(before) if before else None,
         **_role_spend(groups, scenario.role_names, price),
     )
 
@@ -179,6 +198,15 @@ async def _edit(
             refused += caught
             versions.append(stages.apply_edits(ctx, library, edits, bad))
     return versions, refused
+
+
+def _endpoints(client: ChatCompletionClient, learner: ChatCompletionClient) -> EndpointCounts | None:
+    """What the endpoints met so far: the team's, plus the learner's when it has its own."""
+    team, learning = endpoint_counts(client), endpoint_counts(learner)
+    if team is None or learning is None or learning is team:
+        found = team or learning
+        return found.model_copy(deep=True) if found else None
+    return team.plus(learning)
 
 
 def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:
@@ -220,6 +248,7 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
         "tasks_sha256": _digest([t.model_dump(mode="json") for t in scenario.tasks[: config.tasks]]),
         "roles_sha256": _digest([r.model_dump(mode="json") for r in scenario.roles]),
         "config": config.model_dump(mode="json"),
+        **scenario.sources,  # an autogen team file: its path and digest
     }
     before = _read_settings(run_dir)
     if before is None:
@@ -229,7 +258,7 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
     changed += [  # runs started before the digests were kept have none to compare
         what
-        for what, k in (("tasks", "tasks_sha256"), ("role prompts", "roles_sha256"))
+        for what, k in (("tasks", "tasks_sha256"), ("role prompts", "roles_sha256"), ("team file", "team_sha256"))
         if k in before and before[k] != settings[k]
     ]
     if changed:

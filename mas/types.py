@@ -470,6 +470,18 @@ class EndpointCounts(BaseModel):
     """Calls that raised ``EndpointError`` (attempts exhausted, or a fault not worth retrying)."""
     faults: dict[str, int] = {}
 
+    def plus(self, other: EndpointCounts) -> EndpointCounts:
+        """The counts of two endpoints together (the team's and the learner's)."""
+        faults = Counter(self.faults)
+        faults.update(other.faults)
+        return EndpointCounts(
+            calls=self.calls + other.calls,
+            attempts=self.attempts + other.attempts,
+            retries=self.retries + other.retries,
+            failures=self.failures + other.failures,
+            faults=dict(sorted(faults.items())),
+        )
+
     def minus(self, before: EndpointCounts) -> EndpointCounts:
         """The counts since ``before`` (for one step's report)."""
         faults = Counter(self.faults)

@@ -26,6 +26,10 @@ would.
 A kind's rate is its chance on each request it applies to: a rollout call never gets
 ``bad_json``, so it faults at the sum of the transport rates, a structured call at the sum of all.
 
+To play a particular endpoint: ``respond`` replaces the fake's replies, ``rules`` refuses a
+request with a 400 as the real API would (its message), ``decorate`` changes each completion
+before it is sent (a provider's extra fields); ``bodies`` keeps every chat request received.
+
 Use the ``fault_server`` fixture (import it into a test module), or ``with FaultServer() as s``.
 """
 
@@ -39,6 +43,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -66,6 +71,11 @@ class FaultServer:
         self.stopping = threading.Event()
         self.latency, self.slots, self.busy, self.peak = 0.0, None, 0, 0
         self.echo_reply = False
+        self.respond: Callable[[Request], Any] = default_respond
+        self.rules: Callable[[dict], str | None] = lambda body: None
+        self.decorate: Callable[[dict, dict], None] = lambda body, completion: None
+        self.bodies: list[dict] = []
+        """Every chat request body received, in arrival order."""
         self.configure(rates or {}, seed=seed, slow_seconds=slow_seconds, echo_key=echo_key)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -196,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):  # Azure adds ?api-version
                 self._send(404, _error(f"no route {self.path}", "invalid_request_error"))
                 return
             try:
@@ -226,6 +236,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer_now(self, body: dict, request: Request) -> None:
         server = self.owner
+        with server.lock:
+            server.bodies.append(body)
+        refused = server.rules(body)
+        if refused:
+            self._send(400, _error(refused, "invalid_request_error"))
+            return
         kind = server._draw(body, structured=request.schema is not None)
         key = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
         with server.lock:
@@ -245,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_raw(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>", "application/json")
             return
         try:
-            reply = default_respond(request)
+            reply = server.respond(request)
         except Exception as exc:  # the responder has no answer: a bug, not a fault
             with server.lock:
                 server.errors.append(f"{type(exc).__name__}: {exc}")
@@ -258,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "bad_schema":
             reply = json.dumps({"unexpected": True})
         completion = _completion(body, request, reply, empty=kind == "empty_choices")
+        server.decorate(body, completion)
         if kind == "slow":
             if server.stopping.wait(server.slow_seconds):
                 self.close_connection = True

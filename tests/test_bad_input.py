@@ -25,7 +25,7 @@ DATASETS = {  # file text -> what the message must say
     "not json\n": ":1: not valid JSON",
     jsonl(GOOD, "[1, 2]"): ":2: expected a JSON object",
     jsonl({**GOOD, "id": None}): ":1: field 'id'",
-    jsonl({"question": "q", "answer": "1"}): "missing field 'id'",
+    jsonl({**GOOD, "id": "2"}, {"question": "q", "answer": "1"}): ":2: duplicate id '2'",  # its line number
     jsonl({**GOOD, "id": " "}): "field 'id' is empty",
     jsonl({"id": "1", "answer": "1"}): "missing field 'question'",
     jsonl({**GOOD, "question": 7}): "field 'question' must be a string",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mas.datasets import load_jsonl
+from mas.datasets import Fields, load_jsonl
 from mas.errors import UserError
 from mas.types import Task
 
@@ -79,7 +79,7 @@ GOOD = json.dumps({"id": "a", "question": "q?", "answer": "1"})
         ("[1, 2]", "expected a JSON object, got an array"),
         ('"text"', "expected a JSON object, got a string"),
         ("null", "expected a JSON object, got null"),
-        ('{"question": "q", "answer": "1"}', "missing field 'id'"),
+        ('{"id": 3.5, "question": "q", "answer": "1"}', "field 'id' must be a string or integer"),
         ('{"id": "", "question": "q", "answer": "1"}', "field 'id' is empty"),
         ('{"id": true, "question": "q", "answer": "1"}', "field 'id' must be"),
         ('{"id": 1.5, "question": "q", "answer": "1"}', "field 'id' must be"),
@@ -146,3 +146,34 @@ def test_bom_and_crlf_are_accepted(tmp_path: Path) -> None:
     path = tmp_path / "windows.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode() + b"\r\n\r\n")
     assert load_jsonl(path) == [Task(id="a", question="q?", answer="1")]
+
+
+def test_an_id_defaults_to_the_line_number(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", '{"question": "q1?", "answer": "1"}', "", '{"question": "q3?", "answer": "3"}')
+    assert [t.id for t in load_jsonl(path)] == ["1", "3"]
+
+
+def test_hugging_face_fields_are_mapped_and_a_boxed_solution_is_read(tmp_path: Path) -> None:
+    record = {
+        "problem": "What is 1/2 + 1/4?",
+        "solution": "Add them: $\\frac{2}{4} + \\frac{1}{4} = \\boxed{\\frac{3}{4}}$.",
+    }
+    path = write(tmp_path / "hf.jsonl", json.dumps(record))
+    [task] = load_jsonl(path, fields=Fields(question="problem", answer="solution"))
+    assert task == Task(id="1", question=record["problem"], answer="\\frac{3}{4}")
+    with pytest.raises(UserError, match=r"hf\.jsonl:1: missing field 'question'"):
+        load_jsonl(path)
+    with pytest.raises(UserError, match="missing field 'answer_text'"):
+        load_jsonl(path, fields=Fields(question="problem", answer="answer_text"))
+
+
+def test_a_bare_task_file_says_which_team_it_was_given(tmp_path: Path) -> None:
+    from mas.scenario import load_scenario
+
+    numbers = write(tmp_path / "n.jsonl", '{"question": "What is 2 + 2?", "answer": "4"}')
+    assert load_scenario(str(numbers)).origin.endswith(
+        "every answer is a number, so the maths team (planner, solver, verifier) and the numeric reward"
+    )
+    latex = write(tmp_path / "l.jsonl", '{"question": "Simplify 2/4.", "answer": "\\\\frac{1}{2}"}')
+    assert "the symbolic reward" in load_scenario(str(latex)).origin
+    assert load_scenario("maths").origin == ""

@@ -29,14 +29,26 @@ from typer.exceptions import TyperException
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
+from mas.cli.sources import (
+    AnswerField,
+    LearnerConfig,
+    ModelConfig,
+    QuestionField,
+    Reasoning,
+    Reward,
+    ScenarioArg,
+    TasksFile,
+    Team,
+    models,
+    scenario_from,
+)
 from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
+from mas.datasets import Fields
 from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
-from mas.models.clients import open_client
 from mas.redact import redact
-from mas.scenario import load_scenario
 from mas.studies.ablate import VARIANTS, ablate
 from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
 from mas.studies.evaluate import compare as compare_results
@@ -53,9 +65,6 @@ app = typer.Typer(
 )  # fmt: skip
 out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
 
-ScenarioArg = Annotated[
-    str, typer.Argument(help="A scenario (maths, multihop, a folder) or a .jsonl file.", show_default=False)
-]
 Model = Annotated[str, typer.Option("--model", help="local (embedded SmolLM2-135M), openai:MODEL, or fake.")]
 BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (or MAS_BASE_URL).")]
 ApiKey = Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY).", show_default=False)]
@@ -102,7 +111,7 @@ def _main(
 
 @app.command("train")
 def train_command(
-    scenario: ScenarioArg,
+    scenario: ScenarioArg = None,
     model: Model = "local",
     preset: Preset = None,
     epochs: int = option(TrainConfig, "epochs"),
@@ -132,10 +141,21 @@ def train_command(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
     unsafe_python_tool: UnsafePython = False,
+    team: Team = None,
+    tasks_file: TasksFile = None,
+    reward: Reward = None,
+    question_field: QuestionField = "question",
+    answer_field: AnswerField = "answer",
+    model_config: ModelConfig = None,
+    learner_config: LearnerConfig = None,
+    reasoning: Reasoning = None,
 ) -> None:
-    """Train the role libraries of SCENARIO with Training-Free GRPO."""
+    """Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."""
     _allow_unsafe_python(unsafe_python_tool)
-    spec = load_scenario(scenario, test_file=test_file)
+    spec = scenario_from(
+        scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
+        test_file=test_file, say=_note,
+    )  # fmt: skip
     config = settings(
         train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
@@ -145,16 +165,20 @@ def train_command(
         budget=Budget(inject=inject) if inject else None,
         promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
-    price = price_for(model, prices)
+    clients = models(
+        model, model_config=model_config, learner_config=learner_config, reasoning=reasoning,
+        call_timeout=call_timeout, retries=retries,
+    )  # fmt: skip
+    price = price_for(clients.label, prices)
     store = LibraryStore(library or paths.library_file(spec.name))
     store.heads()  # a corrupt library file stops us here, before anything is written
     run_dir = run_dir or paths.new_run_dir(spec.name)
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
 
     async def main():
-        async with open_client(
-            model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries
-        ) as client:
+        async with clients.open(
+            base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries, reasoning=reasoning
+        ) as (client, learner):
             with _progress() as bar:
                 job = bar.add_task("training", total=steps)
 
@@ -163,12 +187,12 @@ def train_command(
                     bar.console.print(_step_line(report))
 
                 return await train(
-                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=model, price=price,
-                    on_step=on_step,
+                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=clients.label,
+                    price=price, on_step=on_step, learner=learner,
                 )  # fmt: skip
 
     result = _run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
-    cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {model!r}; see --prices)"
+    cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {clients.label!r}; see --prices)"
     out.print(f"run {result.run}: {len(result.steps)} steps, cost {cost}, journal in {run_dir}")
     if result.stopped:
         out.print(f"stopped early: {result.stopped}")
@@ -179,7 +203,7 @@ def train_command(
 
 @app.command("eval")
 def eval_command(
-    scenario: ScenarioArg,
+    scenario: ScenarioArg = None,
     model: Model = "local",
     k: int = option(EvalConfig, "k"),
     tasks: int | None = option(EvalConfig, "tasks", help="Evaluate on the first N held-out tasks."),
@@ -200,18 +224,29 @@ def eval_command(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
     unsafe_python_tool: UnsafePython = False,
+    team: Team = None,
+    tasks_file: TasksFile = None,
+    reward: Reward = None,
+    question_field: QuestionField = "question",
+    answer_field: AnswerField = "answer",
+    model_config: ModelConfig = None,
+    reasoning: Reasoning = None,
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds.
 
     Each library is evaluated with the prompt composition it was trained with, and a task any
     of them was trained on is refused."""
     _allow_unsafe_python(unsafe_python_tool)
-    spec = load_scenario(scenario, test_file=test_file)
+    spec = scenario_from(
+        scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
+        test_file=test_file, say=_note if not as_json else None,
+    )  # fmt: skip
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
         call_timeout=call_timeout, retries=retries,
     )  # fmt: skip
-    price = price_for(model, prices)
+    clients = models(model, model_config=model_config, reasoning=reasoning, call_timeout=call_timeout, retries=retries)
+    price = price_for(clients.label, prices)
     scored = spec.held_out[: config.tasks]
     if not scored:
         raise UserError(f"{spec.name}: no held-out tasks to score (give a --test-file)")
@@ -228,9 +263,9 @@ def eval_command(
         runs.append((str(path), store.heads(), library_config(config, store)))
 
     async def main():
-        async with open_client(
-            model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries
-        ) as client:
+        async with clients.open(
+            base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries, reasoning=reasoning
+        ) as (client, _):
             results = []
             for label, heads, run_config in runs:
                 with _progress() as bar:
@@ -265,7 +300,7 @@ def eval_command(
 
 @app.command("transfer")
 def transfer_command(
-    scenario: ScenarioArg,
+    scenario: ScenarioArg = None,
     model: Model = "local",
     k: int = option(EvalConfig, "k"),
     tasks: int | None = option(EvalConfig, "tasks", help="The first N held-out tasks."),
@@ -280,11 +315,21 @@ def transfer_command(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
     unsafe_python_tool: UnsafePython = False,
+    team: Team = None,
+    tasks_file: TasksFile = None,
+    reward: Reward = None,
+    question_field: QuestionField = "question",
+    answer_field: AnswerField = "answer",
+    model_config: ModelConfig = None,
+    reasoning: Reasoning = None,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
     with --from-trials, the change in success rate the randomized transfer trials measured)."""
     _allow_unsafe_python(unsafe_python_tool)
-    spec = load_scenario(scenario, test_file=test_file)
+    spec = scenario_from(
+        scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
+        test_file=test_file, say=_note if not as_json else None,
+    )  # fmt: skip
     path = library or paths.library_file(spec.name)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
@@ -300,8 +345,10 @@ def transfer_command(
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed), store)
     check_held_out(spec.held_out[: config.tasks], store)
 
+    clients = models(model, model_config=model_config, reasoning=reasoning)
+
     async def main():
-        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+        async with clients.open(base_url=base_url, api_key=api_key, reasoning=reasoning) as (client, _):
             return await transfer(
                 spec, client=client, heads=heads, config=config, on_run=lambda label: err.print(f"eval: {label}")
             )
@@ -327,7 +374,7 @@ def _print_transfer(roles: list[str], result, as_json: bool) -> None:
 
 @app.command("ablate")
 def ablate_command(
-    scenario: ScenarioArg,
+    scenario: ScenarioArg = None,
     model: Model = "local",
     variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(VARIANTS)}."),
     tasks: int = typer.Option(8, min=1, help="Training tasks."),
@@ -345,10 +392,21 @@ def ablate_command(
     base_url: BaseUrl = None,
     api_key: ApiKey = None,
     unsafe_python_tool: UnsafePython = False,
+    team: Team = None,
+    tasks_file: TasksFile = None,
+    reward: Reward = None,
+    question_field: QuestionField = "question",
+    answer_field: AnswerField = "answer",
+    model_config: ModelConfig = None,
+    learner_config: LearnerConfig = None,
+    reasoning: Reasoning = None,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
     _allow_unsafe_python(unsafe_python_tool)
-    spec = load_scenario(scenario)
+    spec = scenario_from(
+        scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
+        say=_note if not as_json else None,
+    )  # fmt: skip
     chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
     unknown = [v for v in chosen if v not in VARIANTS]
     if unknown:
@@ -359,14 +417,16 @@ def ablate_command(
         TrainConfig, tasks=tasks, epochs=epochs, group_size=group_size, concurrency=concurrency, seed=seed
     )
     eval_config = settings(EvalConfig, tasks=test_tasks, k=k, concurrency=concurrency, seed=seed)
-    price = price_for(model, prices)
+    clients = models(model, model_config=model_config, learner_config=learner_config, reasoning=reasoning)
+    price = price_for(clients.label, prices)
     folder = folder or paths.new_run_dir(f"ablate-{spec.name}")
 
     async def main():
-        async with open_client(model, base_url=base_url, api_key=api_key) as client:
+        async with clients.open(base_url=base_url, api_key=api_key, reasoning=reasoning) as (client, learner):
             return await ablate(
                 spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config, variants=chosen,
-                model_name=model, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
+                model_name=clients.label, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
+                learner=learner,
             )  # fmt: skip
 
     rows = _run(main(), resume=f"run the same command with --folder {folder} to resume")
@@ -492,6 +552,12 @@ def _run(coroutine, *, resume: str = "nothing to resume: run the command again")
 
 def _say(message: str) -> None:
     err.print(shown(redact(message)), markup=False, highlight=False)
+
+
+def _note(message: str) -> None:
+    """How mas chose a team or reward: on stdout, so that an error after it is still the only
+    line on stderr (``--json`` prints no note)."""
+    out.print(shown(redact(message)), markup=False, highlight=False)
 
 
 def _terminated(signum, frame):

@@ -7,7 +7,9 @@ Specs:
   ``fake``           the deterministic client in ``mas.models.fake`` (``fake:0.05``: 50 ms per call)
 
 HTTP clients are wrapped in ``Adapted`` (``endpoint.py``): JSON mode for structured replies,
-deadlines, retries of transient faults. Only this package knows about openai or llama.cpp.
+deadlines, retries of transient faults, and the request rules of reasoning models
+(``capabilities.py``). An autogen model config file (``--model-config``) builds its client in
+``config_file.py``, behind the same wrapper. Only this package knows about openai or llama.cpp.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from urllib.parse import urlsplit
 from autogen_core.models import ChatCompletionClient, ModelInfo
 
 from mas.errors import UserError
+from mas.models.capabilities import STANDARD, Capabilities, capabilities_for, profile
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.fake import FakeClient
 from mas.models.faults import check_completion
 from mas.models.wrappers import Limited
 
+KEYLESS = "not-needed"
+"""The key sent to a server that needs none (the openai library insists on one)."""
 OPEN_MODEL_INFO = ModelInfo(
     vision=False, function_calling=True, json_output=True, structured_output=False, family="unknown"
 )
@@ -39,11 +44,14 @@ async def open_client(
     threads: int | None = None,
     call_timeout: float | None = None,
     retries: int | None = None,
+    reasoning: bool | None = None,
 ) -> AsyncIterator[ChatCompletionClient]:
     """Yield a ready client for ``spec``; anything it started is stopped on the way out.
 
     ``call_timeout`` (seconds per attempt, default ``CALL_TIMEOUT``) and ``retries`` (after a
-    transient fault, default ``RETRIES``) apply to the HTTP specs; the fake ignores them."""
+    transient fault, default ``RETRIES``) apply to the HTTP specs; the fake ignores them.
+    ``reasoning`` says whether ``openai:MODEL`` is a reasoning model (None: by its name, see
+    ``capabilities.py``). A base URL without a key is for a server that needs none."""
     limits = {
         "call_timeout": CALL_TIMEOUT if call_timeout is None else call_timeout,
         "retries": RETRIES if retries is None else retries,
@@ -57,7 +65,7 @@ async def open_client(
         with embedded_server(threads=threads) as url:
             # The server answers one request at a time: queue here, so that a call's deadline
             # counts the server's own time and not the wait behind other calls.
-            client = Limited(_openai("smollm2-135m", url, "not-needed", embedded=True, **limits), 1)
+            client = Limited(_openai("smollm2-135m", url, KEYLESS, embedded=True, **limits), 1)
             try:
                 yield client
             finally:
@@ -66,9 +74,14 @@ async def open_client(
     if spec.startswith("openai:") and spec[len("openai:") :]:
         url = base_url or os.environ.get("MAS_BASE_URL")
         key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            raise UserError("--model openai:...: no API key (set OPENAI_API_KEY or pass --api-key)")
-        client = _openai(spec[len("openai:") :], url, key, embedded=False, **limits)
+        if not key and not url:
+            raise UserError(
+                "--model openai:...: no API key (set OPENAI_API_KEY or pass --api-key; "
+                "a server that needs none: give its --base-url)"
+            )
+        model = spec[len("openai:") :]
+        caps = capabilities_for(model, profile(reasoning))
+        client = _openai(model, url, key or KEYLESS, embedded=False, capabilities=caps, **limits)
         try:
             yield client
         finally:
@@ -84,7 +97,16 @@ def _seconds(text: str, spec: str) -> float:
         raise UserError(f"--model {spec!r}: expected fake:SECONDS, the fake's latency per call") from None
 
 
-def _openai(model: str, url: str | None, key: str, *, embedded: bool, call_timeout: float, retries: int) -> Adapted:
+def _openai(
+    model: str,
+    url: str | None,
+    key: str,
+    *,
+    embedded: bool,
+    call_timeout: float,
+    retries: int,
+    capabilities: Capabilities = STANDARD,
+) -> Adapted:
     import openai
     from autogen_ext.models.openai import OpenAIChatCompletionClient
 
@@ -100,8 +122,13 @@ def _openai(model: str, url: str | None, key: str, *, embedded: bool, call_timeo
     return Adapted(
         inner, schema_in_format=embedded, text_tools=embedded, name=model,
         call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX,
-        secrets=() if embedded else (key, *_credentials(url)),
+        secrets=() if embedded else secrets_of(key, url), capabilities=capabilities,
     )  # fmt: skip
+
+
+def secrets_of(key: str | None, url: str | None) -> tuple[str, ...]:
+    """What to redact: the key (not the placeholder of a keyless server) and the URL's password."""
+    return tuple(s for s in (key, *_credentials(url)) if s and s != KEYLESS)
 
 
 def _credentials(url: str | None) -> tuple[str, ...]:

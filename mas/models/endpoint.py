@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient, CreateResult, FunctionExecutionResultMessage, LLMMessage
@@ -26,6 +26,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from mas.errors import EndpointError
 from mas.models import texttools
+from mas.models.capabilities import STANDARD, Capabilities
 from mas.models.faults import BadBody, Transient, retry_after
 from mas.models.wrappers import Delegating
 from mas.redact import redact, remember
@@ -56,6 +57,11 @@ class Adapted(Delegating):
     a ``Retry-After`` header is honoured instead). ``counts`` keeps what happened.
     ``secrets`` (the API key) are cut out of every error message, and of everything mas
     writes (``mas.redact.remember``).
+
+    ``capabilities`` (``capabilities.py``) rewrites the sampling settings for the model
+    (reasoning models). ``json_mode``: ``response_format`` for OpenAI-compatible servers,
+    ``native`` to use another provider's own JSON switch. Errors of other providers' SDKs are
+    classified by their status code and class names.
     """
 
     def __init__(
@@ -70,9 +76,12 @@ class Adapted(Delegating):
         backoff: float = BACKOFF,
         backoff_max: float = BACKOFF_MAX,
         secrets: Sequence[str] = (),
+        capabilities: Capabilities = STANDARD,
+        json_mode: Literal["response_format", "native"] = "response_format",
     ):
         super().__init__(inner)
         self.schema_in_format, self.text_tools, self.name = schema_in_format, text_tools, name
+        self.caps, self.json_mode = capabilities, json_mode  # (``capabilities`` is autogen's model_info)
         self.call_timeout, self.max_retries, self.backoff, self.backoff_max = (
             call_timeout,
             retries,
@@ -99,8 +108,11 @@ class Adapted(Delegating):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        extra = dict(extra_create_args)
-        if isinstance(json_output, type):
+        extra = self.caps.adapt(dict(extra_create_args))
+        if isinstance(json_output, type) and self.json_mode == "native":
+            # Another provider's client: its own JSON switch; the schema is in the prompt.
+            json_output = True if self.inner.model_info.get("json_output") else None
+        elif isinstance(json_output, type):
             fmt = {"type": "json_object"}
             if self.schema_in_format:
                 fmt["schema"] = grammar_safe(json_output.model_json_schema())
@@ -185,23 +197,41 @@ class Adapted(Delegating):
         except openai.APIResponseValidationError as exc:
             raise self._fault(Transient("bad_body", str(exc))) from None
         except openai.APIStatusError as exc:
-            status, message = exc.status_code, f"{type(exc).__name__}: {exc}"
-            if status in (408, 409, 429) or status >= 500:
-                wait = retry_after(exc.response.headers)
-                if wait is not None and wait > MAX_RETRY_AFTER:
-                    self._fault(Transient(str(status), message))
-                    self.counts.failures += 1
-                    raise EndpointError(
-                        f"{self.name}: {status}: the server asks to wait {wait:g} s: {self._clean(message)}"
-                    ) from None
-                raise self._fault(Transient(str(status), message, wait)) from None
-            self._fault(Transient(str(status), message))
-            self.counts.failures += 1  # 400, 401, 404...: asking again gets the same answer
-            raise EndpointError(f"{self.name}: {status}: {self._clean(message)}") from None
+            raise self._status_fault(exc.status_code, f"{type(exc).__name__}: {exc}", exc.response.headers) from None
         except openai.APIError as exc:
             self._fault(Transient("api_error", str(exc)))
             self.counts.failures += 1
             raise EndpointError(f"{self.name}: {type(exc).__name__}: {self._clean(str(exc))}") from None
+        except Exception as exc:  # another provider's SDK (anthropic, ollama): read it by its shape
+            raise self._foreign_fault(exc) from None
+
+    def _status_fault(self, status: int, message: str, headers) -> Exception:
+        """A ``Transient`` to retry (408, 409, 429, 5xx), or the ``EndpointError`` that ends the call."""
+        if status in (408, 409, 429) or status >= 500:
+            wait = retry_after(headers or {})
+            if wait is None or wait <= MAX_RETRY_AFTER:
+                return self._fault(Transient(str(status), message, wait))
+            self._fault(Transient(str(status), message))
+            self.counts.failures += 1
+            return EndpointError(f"{self.name}: {status}: the server asks to wait {wait:g} s: {self._clean(message)}")
+        self._fault(Transient(str(status), message))
+        self.counts.failures += 1  # 400, 401, 404...: asking again gets the same answer
+        return EndpointError(f"{self.name}: {status}: {self._clean(message)}")
+
+    def _foreign_fault(self, exc: Exception) -> Exception:
+        """An error of a client that is not openai's: an HTTP status is read off ``status_code``
+        (and ``response.headers``), a timeout or a lost connection off the class names; anything
+        else is not an endpoint fault and goes on as it is."""
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+            return self._status_fault(status, f"{type(exc).__name__}: {exc}", headers)
+        names = " ".join(k.__name__.lower() for k in type(exc).__mro__)
+        if "timeout" in names:
+            return self._fault(Transient("timeout", f"no reply within {self.call_timeout:g} s"))
+        if "connect" in names:
+            return self._fault(Transient("connection", f"{type(exc).__name__}: {exc}"))
+        return exc
 
     def _fault(self, exc: Transient) -> Transient:
         self.counts.faults[exc.kind] = self.counts.faults.get(exc.kind, 0) + 1

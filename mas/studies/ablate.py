@@ -59,8 +59,10 @@ async def ablate(
     model_name: str = "",
     price: Price = Price(),
     on_variant: Callable[[str], None] = lambda name: None,
+    learner: ChatCompletionClient | None = None,
 ) -> list[Row]:
-    """Run each variant in ``folder/<variant>/`` (resumable like any run) and score it."""
+    """Run each variant in ``folder/<variant>/`` (resumable like any run) and score it.
+    ``learner``, when given, makes the learning calls (``train``'s)."""
     rows, results = [], {}
     for name in variants:
         on_variant(name)
@@ -68,12 +70,12 @@ async def ablate(
         store = LibraryStore(folder / name.replace(" ", "-") / "lib.json")
         cost = 0.0
         if change == "direct":
-            cost = await _direct(scenario, client, store, train_config, price)
+            cost = await _direct(scenario, learner or client, store, train_config, price)
         elif change is not None:
             config = train_config.model_copy(update=change)
             done = await train(
                 scenario, client=client, store=store, run_dir=store.path.parent / "run", config=config,
-                model_name=model_name, price=price,
+                model_name=model_name, price=price, learner=learner,
             )  # fmt: skip
             cost = done.cost_usd
         heads = store.heads() if change is not None else None

@@ -1,0 +1,157 @@
+"""Where a command's team, tasks and models come from, for ``train``, ``eval``, ``ablate`` and
+``transfer``: a scenario, a bare task file or an autogen team file; a ``--model`` spec or
+autogen model config files (``--model-config``, ``--learner-config``).
+
+Everything here is read and checked before a command writes anything: a bad file is a
+``UserError`` naming it (and its field), so the command ends with one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from autogen_core.models import ChatCompletionClient
+
+from mas.datasets import Fields
+from mas.errors import UserError
+from mas.models.clients import open_client
+from mas.models.config_file import Configured, load_model_config
+from mas.scenario import Scenario, load_scenario
+
+ScenarioArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="A scenario (maths, multihop, a folder) or a .jsonl file (with --team: the tasks).", show_default=False
+    ),
+]
+Team = Annotated[
+    Path | None,
+    typer.Option(
+        "--team",
+        help="An autogen team file (what team.dump_component() or AutoGen Studio writes; JSON or YAML): "
+        "its AssistantAgents are the roles.",
+        show_default=False,
+    ),
+]
+TasksFile = Annotated[
+    Path | None, typer.Option("--tasks-file", help="The tasks of --team (JSONL); or give them as SCENARIO.")
+]
+Reward = Annotated[
+    str | None,
+    typer.Option(
+        "--reward",
+        help="With --team: numeric, symbolic, qa, or module:function / file.py:function taking (task, answer) "
+        "and returning a number (given the team's final message).",
+        show_default="guessed from the answers",
+    ),
+]
+QuestionField = Annotated[str, typer.Option("--question-field", help="The question's field in task files.")]
+AnswerField = Annotated[
+    str, typer.Option("--answer-field", help="The answer's field in task files (a \\boxed{} solution is read).")
+]
+ModelConfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-config",
+        help="An autogen model client config (what client.dump_component() writes; JSON or YAML), in place of --model.",
+        show_default=False,
+    ),
+]
+LearnerConfig = Annotated[
+    Path | None,
+    typer.Option(
+        "--learner-config",
+        help="A model config for the learning calls (summaries, advantages, edits).",
+        show_default="the team's model",
+    ),
+]
+Reasoning = Annotated[
+    bool | None,
+    typer.Option(
+        "--reasoning/--no-reasoning",
+        help="Treat the model as a reasoning model (max_completion_tokens, no temperature) or not.",
+        show_default="by the model's name",
+    ),
+]
+
+
+def scenario_from(
+    arg: str | None,
+    *,
+    team: Path | None,
+    tasks_file: Path | None,
+    reward: str | None,
+    fields: Fields,
+    test_file: Path | None = None,
+    say: Callable[[str], None] | None = print,
+) -> Scenario:
+    """The scenario a command was given; ``say`` (when given) is told how mas chose a team or
+    reward."""
+    if team is None:
+        if tasks_file is not None or reward is not None:
+            raise UserError(f"{'--tasks-file' if tasks_file is not None else '--reward'} goes with --team")
+        if arg is None:
+            raise UserError("Missing argument 'SCENARIO' (a scenario, a .jsonl file, or --team with --tasks-file)")
+        spec = load_scenario(arg, test_file=test_file, fields=fields)
+    else:
+        if arg is not None and tasks_file is not None:
+            raise UserError("--team: give the tasks once, as SCENARIO or as --tasks-file")
+        tasks = tasks_file or (Path(arg) if arg is not None else None)
+        if tasks is None or tasks.suffix != ".jsonl":
+            raise UserError("--team needs its tasks as a .jsonl file: give it as SCENARIO or as --tasks-file")
+        from mas.teamfile import load_team  # autogen's loaders: only for a team file
+
+        spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file)
+    if spec.origin and say is not None:
+        say(spec.origin)
+    return spec
+
+
+@dataclass
+class Models:
+    """The clients of a command: the team's, and the learner's when it has its own."""
+
+    spec: str
+    label: str
+    """The model's name in run.json and the price table (``openai:gpt-4o-mini``)."""
+    team: Configured | None = None
+    learner: Configured | None = None
+
+    @contextlib.asynccontextmanager
+    async def open(self, **spec_options) -> AsyncIterator[tuple[ChatCompletionClient, ChatCompletionClient | None]]:
+        """``(client, learner)``; ``spec_options`` go to ``open_client`` when there is no config."""
+        async with contextlib.AsyncExitStack() as stack:
+            for configured in (self.team, self.learner):
+                if configured is not None:
+                    stack.push_async_callback(configured.client.close)
+            client = self.team.client if self.team else await stack.enter_async_context(
+                open_client(self.spec, **spec_options)
+            )  # fmt: skip
+            yield client, self.learner.client if self.learner else None
+
+
+def models(
+    spec: str,
+    *,
+    model_config: Path | None,
+    learner_config: Path | None = None,
+    reasoning: bool | None = None,
+    call_timeout: float | None = None,
+    retries: int | None = None,
+) -> Models:
+    """Read and check the model config files now (before anything is written)."""
+    limits = {k: v for k, v in (("call_timeout", call_timeout), ("retries", retries)) if v is not None}
+    if model_config is not None and spec != "local":
+        raise UserError("give --model or --model-config, not both")
+    team = load_model_config(model_config, reasoning=reasoning, **limits) if model_config else None
+    learner = (
+        load_model_config(learner_config, flag="--learner-config", reasoning=reasoning, **limits)
+        if learner_config
+        else None
+    )
+    return Models(spec, team.label if team else spec, team, learner)
