@@ -35,7 +35,9 @@ from mas.types import Budget, Provenance
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 out = Console(soft_wrap=True)
-Which = Annotated[str, typer.Argument(help="A scenario name (libraries/NAME.json) or a library file.")]
+Which = Annotated[
+    str, typer.Argument(metavar="LIBRARY", help="A scenario name (libraries/NAME.json) or a library file.")
+]
 
 
 @library_app.command("show")
@@ -64,9 +66,11 @@ def library_show(
 @library_app.command("diff")
 def library_diff(
     which: Which,
-    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
-    old: Annotated[int, typer.Argument(help="Old version number.")],
-    new: Annotated[int | None, typer.Argument(help="New version number [latest].")] = None,
+    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    old: Annotated[int, typer.Argument(metavar="OLD", help="Old version number.")],
+    new: Annotated[
+        int | None, typer.Argument(metavar="NEW", help="New version number.", show_default="the latest")
+    ] = None,
 ) -> None:
     """What changed in ROLE's library between two versions."""
     store = _store(which)
@@ -78,7 +82,9 @@ def library_diff(
 @library_app.command("export")
 def library_export(
     which: Which,
-    format: str = typer.Option("markdown", help="markdown, or prompt (the exact block a role's prompt gets)."),
+    format: Literal["markdown", "prompt"] = typer.Option(
+        "markdown", help="markdown, or prompt (the exact block a role's prompt gets)."
+    ),
     role: str | None = typer.Option(None, help="The role, for --format prompt."),
     task: str | None = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
 ) -> None:
@@ -90,20 +96,18 @@ def library_export(
     }
     if format == "markdown":
         text = export_markdown(heads)
-    elif format == "prompt":
+    else:
         if role is None:
             raise UserError("--format prompt needs --role")
         text = role_block(heads, role, task=task).text
-    else:
-        raise UserError(f"--format {format!r}: expected markdown or prompt")
     print("\n".join(shown(line) for line in text.split("\n")))
 
 
 @library_app.command("rollback")
 def library_rollback(
     which: Which,
-    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
-    version: Annotated[int, typer.Argument(help="The version to return to.")],
+    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    version: Annotated[int, typer.Argument(metavar="VERSION", help="The version to return to.")],
 ) -> None:
     """Make a new version of ROLE's library equal to an earlier one."""
     store = _store(which)

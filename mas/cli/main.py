@@ -54,7 +54,10 @@ app = typer.Typer(
 out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
 
 ScenarioArg = Annotated[
-    str, typer.Argument(help="A scenario (maths, multihop, a folder) or a .jsonl file.", show_default=False)
+    str,
+    typer.Argument(
+        metavar="SCENARIO", help="A scenario (maths, multihop, a folder) or a .jsonl file.", show_default=False
+    ),
 ]
 Model = Annotated[str, typer.Option("--model", help="local (embedded SmolLM2-135M), openai:MODEL, or fake.")]
 BaseUrl = Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (or MAS_BASE_URL).")]
@@ -395,7 +398,7 @@ def ablate_command(
 
 @app.command("report")
 def report_command(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories (runs/...).")],
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="One or more run directories (runs/...).")],
     output: Path | None = typer.Option(None, help="Folder for report.md and the PNG plots.", show_default="report"),
 ) -> None:
     """Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."""
