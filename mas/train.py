@@ -22,8 +22,9 @@ from mas import screen, stages
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
 from mas.errors import UserError
-from mas.journal import Journal
+from mas.journal import Journal, records
 from mas.library import hierarchy
+from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
@@ -31,7 +32,7 @@ from mas.models.wrappers import Limited
 from mas.paths import atomic_write
 from mas.redact import redact_data
 from mas.scenario import Scenario
-from mas.types import GLOBAL, Advantage, Group, Provenance, QuarantineItem, StepReport, Summary, Task, Version
+from mas.types import GLOBAL, Advantage, Delete, Group, Provenance, QuarantineItem, StepReport, Summary, Task, Version
 
 
 class TrainResult(BaseModel):
@@ -62,7 +63,11 @@ async def train(
     new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
         if new is not None:
-            _write_run(run_dir, new)
+            _make_folder(run_dir)
+            if config.fresh:
+                _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
+            # The versions the run starts from: its report tells its own history from later runs'.
+            _write_run(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
         return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
 
 
@@ -181,6 +186,28 @@ async def _edit(
     return versions, refused
 
 
+def _empty(store: LibraryStore, provenance: Provenance) -> None:
+    """A new, empty version of every library that has lessons: each lesson deleted by an edit,
+    so that the history says what left and why."""
+    heads = store.heads().values()
+    store.commit(
+        [
+            apply(v, [Delete(op="delete", id=l.id) for l in v.lessons], provenance=provenance)[0]
+            for v in heads
+            if v.lessons
+        ]
+    )
+
+
+def finished(run_dir: Path) -> list[StepReport]:
+    """The steps a run has finished, read without changing its journal (none for a new run)."""
+    path = run_dir / "journal.jsonl"
+    if not path.is_file():
+        return []
+    steps = [StepReport.model_validate(r["data"]) for r in records(path)[0] if r["kind"] == "step"]
+    return sorted(steps, key=lambda s: (s.epoch, s.step))
+
+
 def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:
     tokens, cost = dict.fromkeys(roles, 0), dict.fromkeys(roles, 0.0)
     for trace in (t for g in groups for r in g.rollouts for t in r.traces):
@@ -240,11 +267,14 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     return None
 
 
-def _write_run(run_dir: Path, settings: dict) -> None:
+def _make_folder(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"{run_dir}: cannot make the run folder ({e.strerror or e})") from None
+
+
+def _write_run(run_dir: Path, settings: dict) -> None:
     atomic_write(run_dir / "run.json", json.dumps(redact_data(settings), indent=1) + "\n")
 
 

@@ -77,9 +77,10 @@ class Provenance(Frozen):
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "prune", "budget", "direct"] = "edit"
-    """What made the version: the step's edit batch, a promotion pass, a budget retirement, or
-    lessons written directly without the loop (the ablation)."""
+    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh"] = "edit"
+    """What made the version: the step's edit batch, a promotion pass, a budget retirement,
+    lessons written directly without the loop (the ablation), or the emptying of a library by a
+    run started with ``fresh``."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""

@@ -162,12 +162,22 @@ def _say(text: str) -> None:
 
 def print_lessons(heads, *, provenance: bool = False) -> None:
     for name, v in heads.items():
-        out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {len(v.lessons)} lessons")
+        count = f"{len(v.lessons)} lesson{'s' * (len(v.lessons) != 1)}"
+        out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {count}")
         for lesson in v.lessons:
             _say(f"  [{lesson.id}] {lesson.text}")
         if provenance and v.provenance:
-            p = v.provenance
-            _say(f"  (run {p.run}, epoch {p.epoch}, step {p.step}, model {p.model}, tasks {', '.join(p.task_ids)})")
+            _say(f"  ({describe(v.provenance)})")
+
+
+def describe(p: Provenance) -> str:
+    """Where a version came from, in one line: ``run r1, epoch 0, step 2, model fake, tasks a, b``;
+    a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...)."""
+    parts = [f"run {p.run}", f"epoch {p.epoch}", f"step {p.step}"]
+    parts += [] if p.stage == "edit" else [f"by {p.stage}"]
+    parts += [f"model {p.model}"] if p.model else []
+    parts += [f"tasks {', '.join(p.task_ids)}"] if p.task_ids else []
+    return ", ".join(parts)
 
 
 def promote_command(

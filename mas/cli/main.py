@@ -44,8 +44,8 @@ from mas.studies.report import write_report
 from mas.studies.transfer import from_trials as from_trials_of
 from mas.studies.transfer import transfer
 from mas.tools import isolation
-from mas.train import train
-from mas.types import Budget, StepReport
+from mas.train import finished, train
+from mas.types import Budget, StepReport, Version
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -117,6 +117,7 @@ def train_command(
     max_tokens: int = option(TrainConfig, "max_tokens"),
     max_lessons: int = option(TrainConfig, "max_lessons"),
     shuffle: bool = option(TrainConfig, "shuffle", "--shuffle/--no-shuffle"),
+    fresh: bool = option(TrainConfig, "fresh", "--fresh"),
     rollout_timeout: float = option(TrainConfig, "rollout_timeout"),
     concurrency: int = option(TrainConfig, "concurrency"),
     call_timeout: float = option(TrainConfig, "call_timeout"),
@@ -144,15 +145,16 @@ def train_command(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=ground_truth, budget_usd=budget_usd,
-        call_timeout=call_timeout, retries=retries,
+        call_timeout=call_timeout, retries=retries, fresh=fresh,
         budget=Budget(inject=inject) if inject else None,
         promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
     price = price_for(model, prices)
     store = LibraryStore(library or paths.library_file(spec.name))
-    store.heads()  # a corrupt library file stops us here, before anything is written
+    heads = store.heads()  # a corrupt library file stops us here, before anything is written
     run_dir = run_dir or paths.new_run_dir(spec.name)
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
+    _tell(_starting(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
 
     async def main():
         async with open_client(
@@ -172,7 +174,7 @@ def train_command(
 
     result = _run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {model!r}; see --prices)"
-    out.print(f"run {result.run}: {len(result.steps)} steps, cost {cost}, journal in {run_dir}")
+    out.print(f"run {result.run}: {_count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
     if result.stopped:
         out.print(f"stopped early: {result.stopped}")
     if not any(v.lessons for v in result.heads.values()):
@@ -430,6 +432,44 @@ def _step_line(r: StepReport) -> str:
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
         f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
+
+
+def _starting(library: Path, heads: dict[str, Version], run_dir: Path, *, fresh: bool, steps: int) -> str:
+    """What a training run starts from: a new or resumed run, with which library versions.
+
+    >>> _starting(Path("maths.json"), {}, Path("runs/x"), fresh=False, steps=2)
+    'starting maths.json: no lessons yet'
+    """
+    lessons = sum(len(v.lessons) for v in heads.values())
+    versions = ", ".join(f"{name} v{v.number}: {len(v.lessons)}" for name, v in heads.items())
+    where = _near(library)
+    if (run_dir / "run.json").is_file():
+        done = f"{len(finished(run_dir))} of {steps} steps done"
+        return f"resuming {_near(run_dir)} ({done}) with {where}: {versions or 'no lessons yet'}"
+    if not lessons:
+        return f"starting {where}: no lessons yet"
+    if fresh:
+        return (
+            f"starting from empty libraries (--fresh): {where} gets an empty version of each library; its "
+            f"{_count(lessons, 'lesson')} ({versions}) stay in its history (mas library rollback brings them back)"
+        )
+    return f"continuing {where}: {_count(lessons, 'lesson')} ({versions}); --fresh starts from empty libraries"
+
+
+def _near(path: Path) -> Path:
+    """``path`` relative to the current folder when it is below it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _tell(message: str) -> None:
+    out.print(shown(redact(message)), markup=False, highlight=False)
 
 
 def _allow_unsafe_python(allowed: bool) -> None:
