@@ -79,6 +79,8 @@ class Context:
     """Lessons judged to say the same thing (so far): no trial of what a role already has."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
+    on_rollout: Callable[[int], None] = lambda n: None
+    """Told of each rollout as it ends, or is read back from the journal (for progress)."""
 
     @property
     def prefix(self) -> str:
@@ -106,6 +108,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
     async def one(index: int) -> Rollout:
         key = f"{ctx.prefix}/{task.id}/{index}"
         if (done := ctx.journal.get("rollout", key)) is not None:
+            ctx.on_rollout(1)
             return Rollout.model_validate(done)
         result = await run_rollout(
             ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=ctx.config.sampling(key),
@@ -113,6 +116,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
             exposures={role: plan[index] for role, plan in plans.items()},
         )  # fmt: skip
         await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
+        ctx.on_rollout(1)
         return result
 
     rollouts = await asyncio.gather(*(one(i) for i in range(ctx.config.group_size)))

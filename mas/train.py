@@ -54,8 +54,13 @@ async def train(
     model_name: str = "",
     price: Price = Price(),
     on_step: Callable[[StepReport], None] = lambda report: None,
+    on_rollout: Callable[[int], None] = lambda n: None,
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
+
+    ``on_step`` gets each step's report as the step ends; ``on_rollout`` the number of rollouts
+    done, 1 as each ends (or is read back from the journal) and all of a step at once for a step
+    a resumed run finished before.
 
     The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
     training run, or a rollback, promote, recover or graph export of the same library, is
@@ -68,10 +73,10 @@ async def train(
                 _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
             # The versions the run starts from: its report tells its own history from later runs'.
             _write_run(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
-        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step)
+        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step, on_rollout)
 
 
-async def _train(scenario, client, store, run_dir, config, model_name, price, on_step) -> TrainResult:
+async def _train(scenario, client, store, run_dir, config, model_name, price, on_step, on_rollout) -> TrainResult:
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
     tasks = scenario.tasks[: config.tasks]
@@ -93,15 +98,19 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
                 )  # fmt: skip
                 cadence = config.promotion.cadence
                 promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
-                report = await _step(scenario, batch, config, client, store, journal, provenance, price, promote)
+                report = await _step(
+                    scenario, batch, config, client, store, journal, provenance, price, promote, on_rollout
+                )
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
+            else:
+                on_rollout(len(batch) * config.group_size)
             reports.append(StepReport.model_validate(done))
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
 
 
 async def _step(
-    scenario, batch, config, client, store, journal, provenance: Provenance, price: Price, promote: bool
+    scenario, batch, config, client, store, journal, provenance: Provenance, price: Price, promote: bool, on_rollout
 ) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
@@ -113,7 +122,9 @@ async def _step(
     # A lesson counts as established only by the bound the next promotion pass will use.
     known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1)
     same = hierarchy.judge(store, config.promotion).known_same
-    ctx = stages.Context(scenario, config, client, journal, meter, heads, provenance, effects=known, same=same)
+    ctx = stages.Context(
+        scenario, config, client, journal, meter, heads, provenance, effects=known, same=same, on_rollout=on_rollout
+    )
 
     async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
         group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)

@@ -9,40 +9,39 @@ for a terminal.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.exceptions import TyperException
 
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
+from mas.cli.progress import bars, wanted
 from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
 from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
+from mas.models.wrappers import Counted
 from mas.redact import redact
 from mas.scenario import load_scenario
-from mas.studies.ablate import VARIANTS, ablate
+from mas.studies.ablate import VARIANTS, ablate, planned_rollouts
 from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
 from mas.studies.evaluate import compare as compare_results
 from mas.studies.report import write_report
 from mas.studies.transfer import from_trials as from_trials_of
-from mas.studies.transfer import transfer
+from mas.studies.transfer import planned_runs, transfer
 from mas.tools import isolation
 from mas.train import finished, train
 from mas.types import Budget, StepReport, Version
@@ -160,16 +159,14 @@ def train_command(
         async with open_client(
             model, base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries
         ) as client:
-            with _progress() as bar:
-                job = bar.add_task("training", total=steps)
-
-                def on_step(report: StepReport) -> None:
-                    bar.advance(job)
-                    bar.console.print(_step_line(report))
-
+            counted = Counted(client)
+            rollouts = config.epochs * len(spec.tasks[: config.tasks]) * config.group_size
+            with bars(err, show=wanted(err), client=counted) as bar:
+                job = bar.add_task("training", total=rollouts, unit="rollouts")
                 return await train(
-                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=model, price=price,
-                    on_step=on_step,
+                    spec, client=counted, store=store, run_dir=run_dir, config=config, model_name=model, price=price,
+                    on_step=lambda report: bar.console.print(_step_line(report)),
+                    on_rollout=lambda n: bar.advance(job, n),
                 )  # fmt: skip
 
     result = _run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
@@ -238,8 +235,8 @@ def eval_command(
         ) as client:
             results = []
             for label, heads, run_config in runs:
-                with _progress() as bar:
-                    job = bar.add_task(f"eval ({Path(label).name})", total=len(scored))
+                with bars(err, show=wanted(err, as_json=as_json)) as bar:
+                    job = bar.add_task(f"eval ({Path(label).name})", total=len(scored), unit="tasks")
                     done = await evaluate(
                         spec, client=client, heads=heads, config=run_config,
                         on_task=lambda s, job=job: bar.advance(job),
@@ -307,9 +304,13 @@ def transfer_command(
 
     async def main():
         async with open_client(model, base_url=base_url, api_key=api_key) as client:
-            return await transfer(
-                spec, client=client, heads=heads, config=config, on_run=lambda label: err.print(f"eval: {label}")
-            )
+            with bars(err, show=wanted(err, as_json=as_json)) as bar:
+                total = planned_runs(spec.role_names, heads) * len(spec.held_out[: config.tasks])
+                job = bar.add_task("transfer", total=total, unit="tasks")
+                return await transfer(
+                    spec, client=client, heads=heads, config=config, on_run=lambda label: bar.console.print(f"eval: {label}"),
+                    on_task=lambda: bar.advance(job),
+                )  # fmt: skip
 
     _print_transfer(spec.role_names, _run(main()), as_json)
 
@@ -369,10 +370,15 @@ def ablate_command(
 
     async def main():
         async with open_client(model, base_url=base_url, api_key=api_key) as client:
-            return await ablate(
-                spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config, variants=chosen,
-                model_name=model, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
-            )  # fmt: skip
+            with bars(err, show=wanted(err, as_json=as_json)) as bar:
+                total = sum(planned_rollouts(spec, name, train_config, eval_config) for name in chosen)
+                job = bar.add_task("ablation", total=total, unit="rollouts")
+                return await ablate(
+                    spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config,
+                    variants=chosen, model_name=model, price=price,
+                    on_variant=lambda name: bar.console.print(f"ablation: {name}"),
+                    on_rollout=lambda n: bar.advance(job, n),
+                )  # fmt: skip
 
     rows = _run(main(), resume=f"run the same command with --folder {folder} to resume")
     if as_json:
@@ -475,20 +481,6 @@ def _tell(message: str) -> None:
 def _allow_unsafe_python(allowed: bool) -> None:
     if allowed:  # the python tool reads it where it checks its isolation, in this process
         os.environ[isolation.UNSAFE_ENV] = "1"
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Progress]:
-    """A progress bar on stderr that an error removes, so that the error's line is all there is."""
-    bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
-    )
-    with bar:
-        try:
-            yield bar
-        except (UserError, OSError):
-            bar.live.transient = True
-            raise
 
 
 class Interrupted(Exception):
