@@ -220,7 +220,7 @@ def route(ctx: Context, advantages: list[Advantage]) -> dict[str, list[Operation
                 reason = f"over the limit of {ctx.config.lessons_per_group} operations per group"
             if reason:
                 ctx.refused.append(Rejected(edit=op.model_dump(mode="json"), reason=reason))
-                ctx.meter.fail("route")
+                ctx.meter.fail("route", "refused")
             else:
                 routed.setdefault(library, []).append(op)
     return routed
@@ -365,7 +365,7 @@ async def _journaled(ctx: Context, stage: str, key: str, schema, max_tokens: int
         await ctx.journal.record(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
         return None
     except EndpointError:  # not journaled: a resumed run tries again
-        ctx.meter.fail(stage)
+        ctx.meter.fail(stage, "endpoint error")
         return None
     await ctx.journal.record(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
     return reply

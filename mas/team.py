@@ -102,7 +102,7 @@ async def run_rollout(
     team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
     messages, error = await _run(team, task.question, timeout)
     if error:
-        meter.fail("rollout")
+        meter.fail("rollout", "timeout" if error.startswith("timeout") else error.partition(":")[0])
     transcript = "\n".join(m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user")
     answer = None if error else scenario.extract(transcript)
     return Rollout(task_id=task.id, index=index, traces=split_traces(messages, prompts), answer=answer, error=error)

@@ -32,7 +32,20 @@ from mas.models.wrappers import Limited
 from mas.paths import atomic_write
 from mas.redact import redact_data
 from mas.scenario import Scenario
-from mas.types import GLOBAL, Advantage, Delete, Group, Provenance, QuarantineItem, StepReport, Summary, Task, Version
+from mas.types import (
+    GLOBAL,
+    Advantage,
+    Delete,
+    Group,
+    Provenance,
+    QuarantineItem,
+    RefusedEdit,
+    Rejected,
+    StepReport,
+    Summary,
+    Task,
+    Version,
+)
 
 
 class TrainResult(BaseModel):
@@ -142,6 +155,7 @@ async def _step(
     events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
     hierarchy.record_usage(store, events, provenance)
     hierarchy.record_quarantine(store, refused, provenance)
+    hierarchy.record_rejected(store, _refusals(versions, ctx.refused), provenance)
     pruned = hierarchy.prune(store, config.promotion, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []
@@ -195,6 +209,24 @@ async def _edit(
             refused += caught
             versions.append(stages.apply_edits(ctx, library, edits, bad))
     return versions, refused
+
+
+def _refusals(versions: list[Version], operations: list[Rejected]) -> list[RefusedEdit]:
+    """The step's refused operations (of its advantages) and edits (of its edit calls)."""
+    out = [
+        RefusedEdit(library=_library_of(r.edit), edit=r.edit, reason=r.reason, stage="advantage") for r in operations
+    ]
+    return out + [
+        RefusedEdit(library=v.library, edit=r.edit, reason=r.reason, stage="edit") for v in versions for r in v.rejected
+    ]
+
+
+def _library_of(proposed: dict | str) -> str:
+    """The library an operation names: an add's, or that of the lesson it changes."""
+    if not isinstance(proposed, dict):
+        return ""
+    named = proposed.get("library") or str(proposed.get("id") or "").rpartition("/")[0]
+    return named if isinstance(named, str) else ""
 
 
 def _empty(store: LibraryStore, provenance: Provenance) -> None:

@@ -378,6 +378,18 @@ class QuarantineItem(Frozen):
     """Where the text was proposed: by a semantic advantage, or by an edit call."""
 
 
+class RefusedEdit(Frozen):
+    """A proposed change to a library that was refused, and why: an operation of a semantic
+    advantage that could not be routed, or an edit the edit call wrote that could not be applied."""
+
+    schema_version: int = SCHEMA_VERSION
+    library: str
+    """The library it would have changed, as far as it names one ("" when it names none)."""
+    edit: dict | str
+    reason: str
+    stage: Literal["advantage", "edit"]
+
+
 # -- evidence and promotion ------------------------------------------------------------------
 
 
@@ -455,6 +467,8 @@ class StageCount(BaseModel):
     completion_tokens: int = 0
     failures: int = 0
     """Replies that failed validation (or calls that raised) and were skipped."""
+    kinds: dict[str, int] = {}
+    """The failures by kind (``reply cut at the token limit``, ``endpoint error``, ``timeout``, ...)."""
 
 
 class EndpointCounts(BaseModel):

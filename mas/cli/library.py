@@ -24,13 +24,13 @@ from mas.library import graph as usage_graph
 from mas.library import hierarchy
 from mas.library.hierarchy import promote
 from mas.library.inject import role_block
-from mas.library.logs import SideFiles
+from mas.library.logs import SideFiles, StepKey
 from mas.library.store import LibraryStore, NotCorrupt, diff, export_markdown
 from mas.models.clients import open_client
 from mas.paths import atomic_write
 from mas.redact import redact
 from mas.studies.graph_view import render
-from mas.types import Budget, Provenance
+from mas.types import Budget, Provenance, RefusedEdit
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
@@ -46,11 +46,19 @@ def library_show(
     role: str | None = typer.Option(None, help="Only this library."),
     version: int | None = typer.Option(None, help="This version instead of the latest (needs --role)."),
     quarantine: bool = typer.Option(False, "--quarantine", help="The lessons refused by screening, with why."),
+    rejected: bool = typer.Option(
+        False, "--rejected", help="The operations and edits training refused, with why, where and when."
+    ),
 ) -> None:
     """The lessons of each library, with their provenance."""
     store = _store(which)
+    if quarantine and rejected:
+        raise UserError("--quarantine and --rejected: choose one")
     if quarantine:
         _print_quarantine(store, role)
+        return
+    if rejected:
+        _print_rejected(store, role)
         return
     if version is not None:
         if role is None:
@@ -124,6 +132,37 @@ def _print_quarantine(store: LibraryStore, role: str | None) -> None:
     for key, item in rows:
         _say(f"[{item.library}] {item.text}")
         _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+
+
+def _print_rejected(store: LibraryStore, role: str | None) -> None:
+    """The refused operations and edits of the log; for steps from before the log, the refused
+    edits their library versions kept."""
+    log = SideFiles(store.path).rejected
+    rows = [(key, item) for key, items in log.steps() for item in items]
+    logged = {key for key, _ in rows}
+    for name in store.libraries():
+        for v in store.versions(name):
+            p = v.provenance
+            if p is not None and p.stage == "edit" and StepKey(p.run, p.epoch, p.step) not in logged:
+                key = StepKey(p.run, p.epoch, p.step)
+                rows += [
+                    (key, RefusedEdit(library=name, edit=r.edit, reason=r.reason, stage="edit")) for r in v.rejected
+                ]
+    rows = [(key, item) for key, item in rows if role in (None, item.library)]
+    if not rows:
+        _say(f"nothing refused in {log.path}")
+    for key, item in rows:
+        _say(f"[{item.library or '?'}] {_proposed(item.edit)}")
+        _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+
+
+def _proposed(edit: dict | str) -> str:
+    """An operation or edit in one line: ``add: When ...``, ``modify solver/0003: When ...``."""
+    if not isinstance(edit, dict):
+        return str(edit)
+    op, target, text = edit.get("op", "?"), edit.get("id") or "", edit.get("text") or ""
+    head = f"{op} {target}".strip()
+    return f"{head}: {text}" if text else head if set(edit) <= {"op", "id", "reason", "library"} else f"{head}: {edit}"
 
 
 def _store(which: str) -> LibraryStore:

@@ -27,6 +27,7 @@ from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
 from mas.cli.progress import bars, wanted
+from mas.cli.summary import failed_line, refused_line
 from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
 from mas.errors import UserError
@@ -174,6 +175,9 @@ def train_command(
     out.print(f"run {result.run}: {_count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
     if result.stopped:
         out.print(f"stopped early: {result.stopped}")
+    refused = refused_line(result.steps)
+    _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {_near(store.path)} --rejected")
+    _tell(failed_line(result.steps))
     if not any(v.lessons for v in result.heads.values()):
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     print_lessons(result.heads)
