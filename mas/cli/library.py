@@ -21,14 +21,15 @@ from mas.cli.options import option, settings
 from mas.config import PromotionPolicy
 from mas.errors import UserError
 from mas.library import graph as usage_graph
-from mas.library import hierarchy
+from mas.library import hierarchy, review
 from mas.library.hierarchy import promote
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles, StepKey
-from mas.library.store import LibraryStore, NotCorrupt, diff, export_markdown
+from mas.library.store import LibraryStore, NotCorrupt, diff
 from mas.models.clients import open_client
 from mas.paths import atomic_write
 from mas.redact import redact
+from mas.scenario import load_scenario
 from mas.studies.graph_view import render
 from mas.types import Budget, Provenance, RefusedEdit
 
@@ -93,20 +94,28 @@ def library_export(
     format: Literal["markdown", "prompt"] = typer.Option(
         "markdown", help="markdown, or prompt (the exact block a role's prompt gets)."
     ),
-    role: str | None = typer.Option(None, help="The role, for --format prompt."),
+    role: str | None = typer.Option(None, help="Only this library (markdown); the role (--format prompt)."),
     task: str | None = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
+    since: int | None = typer.Option(
+        None, min=0, help="Only what changed in each library since its version N (markdown): a review diff."
+    ),
 ) -> None:
-    """Export the latest libraries as Markdown, or one role's prompt block."""
+    """Export the latest libraries as Markdown (each lesson with where it came from and its
+    evidence per role; every role, with or without lessons), or one role's prompt block."""
     store = _store(which)
-    heads = {  # each lesson on its own line, whatever it holds
-        name: v.model_copy(update={"lessons": [x.model_copy(update={"text": shown(x.text)}) for x in v.lessons]})
-        for name, v in store.heads().items()
-    }
     if format == "markdown":
-        text = export_markdown(heads)
+        effects = hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
+        roles = {event.role for event in SideFiles(store.path).usage.items()} | set(_scenario_roles(which))
+        text = review.markdown(store, effects, roles=sorted(roles), only=role, since=since)
     else:
         if role is None:
             raise UserError("--format prompt needs --role")
+        if since is not None:
+            raise UserError("--since is for --format markdown")
+        heads = {  # each lesson on its own line, whatever it holds
+            name: v.model_copy(update={"lessons": [x.model_copy(update={"text": shown(x.text)}) for x in v.lessons]})
+            for name, v in store.heads().items()
+        }
         text = role_block(heads, role, task=task).text
     print("\n".join(shown(line) for line in text.split("\n")))
 
@@ -163,6 +172,17 @@ def _proposed(edit: dict | str) -> str:
     op, target, text = edit.get("op", "?"), edit.get("id") or "", edit.get("text") or ""
     head = f"{op} {target}".strip()
     return f"{head}: {text}" if text else head if set(edit) <= {"op", "id", "reason", "library"} else f"{head}: {edit}"
+
+
+def _scenario_roles(which: str) -> list[str]:
+    """The roles of the scenario ``which`` names (none for a library file, or a scenario that
+    cannot be loaded: the export shows the libraries and the roles with evidence then)."""
+    if which.endswith(".json"):
+        return []
+    try:
+        return load_scenario(which).role_names
+    except UserError:
+        return []
 
 
 def _store(which: str) -> LibraryStore:
