@@ -300,7 +300,7 @@ def graph_export(
             hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
             store.heads(),
             history=[v for name in store.libraries() for v in store.versions(name)],
-            moves=[m for _, step in side.promotions.steps() for m in step],
+            moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
             events=side.usage.items() if tasks else None,
         )
         if format == "graphml":
