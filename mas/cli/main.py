@@ -27,7 +27,7 @@ from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
 from mas.cli.progress import bars, wanted
-from mas.cli.summary import failed_line, refused_line
+from mas.cli.summary import count, failed_line, near, refused_line, starting_line
 from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
 from mas.errors import UserError
@@ -44,8 +44,8 @@ from mas.studies.report import write_report
 from mas.studies.transfer import from_trials as from_trials_of
 from mas.studies.transfer import planned_runs, transfer
 from mas.tools import isolation
-from mas.train import finished, train
-from mas.types import Budget, StepReport, Version
+from mas.train import train
+from mas.types import Budget, StepReport
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -154,7 +154,7 @@ def train_command(
     heads = store.heads()  # a corrupt library file stops us here, before anything is written
     run_dir = run_dir or paths.new_run_dir(spec.name)
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
-    _tell(_starting(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
+    _tell(starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
 
     async def main():
         async with open_client(
@@ -172,11 +172,11 @@ def train_command(
 
     result = _run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {model!r}; see --prices)"
-    out.print(f"run {result.run}: {_count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
+    out.print(f"run {result.run}: {count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
     if result.stopped:
         out.print(f"stopped early: {result.stopped}")
     refused = refused_line(result.steps)
-    _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {_near(store.path)} --rejected")
+    _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {near(store.path)} --rejected")
     _tell(failed_line(result.steps))
     if not any(v.lessons for v in result.heads.values()):
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
@@ -442,40 +442,6 @@ def _step_line(r: StepReport) -> str:
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
         f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
-
-
-def _starting(library: Path, heads: dict[str, Version], run_dir: Path, *, fresh: bool, steps: int) -> str:
-    """What a training run starts from: a new or resumed run, with which library versions.
-
-    >>> _starting(Path("maths.json"), {}, Path("runs/x"), fresh=False, steps=2)
-    'starting maths.json: no lessons yet'
-    """
-    lessons = sum(len(v.lessons) for v in heads.values())
-    versions = ", ".join(f"{name} v{v.number}: {len(v.lessons)}" for name, v in heads.items())
-    where = _near(library)
-    if (run_dir / "run.json").is_file():
-        done = f"{len(finished(run_dir))} of {steps} steps done"
-        return f"resuming {_near(run_dir)} ({done}) with {where}: {versions or 'no lessons yet'}"
-    if not lessons:
-        return f"starting {where}: no lessons yet"
-    if fresh:
-        return (
-            f"starting from empty libraries (--fresh): {where} gets an empty version of each library; its "
-            f"{_count(lessons, 'lesson')} ({versions}) stay in its history (mas library rollback brings them back)"
-        )
-    return f"continuing {where}: {_count(lessons, 'lesson')} ({versions}); --fresh starts from empty libraries"
-
-
-def _near(path: Path) -> Path:
-    """``path`` relative to the current folder when it is below it."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        return path
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _tell(message: str) -> None:
