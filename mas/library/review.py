@@ -130,12 +130,17 @@ def evidence(lesson: str, effects: dict[tuple[str, str], Effect]) -> str:
     )
 
 
+_STAGES = {"fresh": "--fresh", "promotion": "a promotion pass", "prune": "pruning", "budget": "its token budget",
+           "direct": "lessons written directly"}  # fmt: skip
+"""What made a version that a step's edits did not."""
+
+
 def _step(version: Version) -> str:
     p = version.provenance
     if p is None:
         return "a rollback"
     what = f"run {p.run}, epoch {p.epoch}, step {p.step}"
-    return what if p.stage == "edit" else f"{what} ({p.stage})"
+    return what if p.stage == "edit" else f"{what}, {_STAGES.get(p.stage, p.stage)}"
 
 
 def _version(version: Version) -> str:
