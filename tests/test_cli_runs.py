@@ -1,5 +1,8 @@
 """What `mas train` says about the run it starts: the library it continues, --fresh, a resume."""
 
+from datetime import datetime
+
+from mas import paths
 from mas.library.store import LibraryStore
 from tests.test_cli import mas
 
@@ -50,3 +53,16 @@ def test_a_resumed_run_says_so_and_keeps_its_fresh_setting(tmp_path):
     refused = mas("train", "maths", "--model", "fake", "--tasks", "4", "--library", str(tmp_path / "lib.json"),
                   "--run-dir", str(tmp_path / "one"), "--fresh")  # fmt: skip
     assert refused.returncode == 2 and "other settings (fresh)" in refused.stderr
+
+
+def test_two_runs_in_one_second_get_two_folders(monkeypatch):
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(paths, "datetime", Frozen)
+    first = paths.new_run_dir("maths")
+    first.mkdir(parents=True)
+    second = paths.new_run_dir("maths")
+    assert first.name == "maths-20260102-030405" and second.name == "maths-20260102-030405-2"

@@ -53,15 +53,15 @@ def failed_line(steps: list[StepReport]) -> str:
     """Failed model calls per stage and kind, failed rollouts by kind, and the endpoint's faults."""
     calls: Counter = Counter()
     for s in steps:
-        for stage, count in s.calls.items():
+        for stage, tally in s.calls.items():
             if stage in ("route", "rollout"):  # refused operations; rollouts are counted below
                 continue
-            calls.update({(stage, kind): n for kind, n in _kinds_of(count.kinds, count.failures).items()})
+            calls.update({(stage, kind): n for kind, n in _kinds_of(tally.kinds, tally.failures).items()})
     rollouts: Counter = Counter()
     for s in steps:
-        count = s.calls.get("rollout")
-        if count is not None:
-            rollouts.update(_kinds_of(count.kinds, count.failures))
+        tally = s.calls.get("rollout")
+        if tally is not None:
+            rollouts.update(_kinds_of(tally.kinds, tally.failures))
     parts = []
     if calls:
         stages = sorted({stage for stage, _ in calls})
