@@ -44,7 +44,7 @@ async def ask(
     meter.count(stage, result.usage)
     raw = result.content if isinstance(result.content, str) else str(result.content)
     if result.finish_reason == "length":
-        meter.fail(stage)
+        meter.fail(stage, "reply cut at the token limit")
         raise ModelReplyError(f"{stage}: reply cut at the token limit ({max_tokens} tokens)", raw)
     try:
         # strict=False: llama.cpp's JSON grammar lets raw newlines into strings.
@@ -54,7 +54,7 @@ async def ask(
         except ValidationError as exc:  # a note past its length (a rambling model) is cut;
             return schema.model_validate(_clipped(data, exc))  # lesson texts are never cut: see edits.py
     except (ValidationError, ValueError) as exc:
-        meter.fail(stage)
+        meter.fail(stage, "reply not valid for its schema")
         first = str(exc).splitlines()[0]
         raise ModelReplyError(f"{stage}: reply does not match {schema.__name__}: {first}", raw) from None
 

@@ -91,6 +91,9 @@ class TrainConfig(RolloutConfig):
     """Tasks per step; one library update per step."""
     shuffle: bool = True
     """Reorder the tasks each epoch (seeded, so a resumed run sees the same order)."""
+    fresh: bool = False
+    """Start from empty libraries: the run first adds an empty version of every library in the
+    file, so the old lessons stay in its history (``mas library rollback`` brings them back)."""
 
     # -- rollouts
     group_size: int = Field(5, ge=1)

@@ -20,8 +20,10 @@ class Meter:
             s.prompt_tokens += usage.prompt_tokens
             s.completion_tokens += usage.completion_tokens
 
-    def fail(self, stage: str) -> None:
-        self.stages[stage].failures += 1
+    def fail(self, stage: str, kind: str = "other") -> None:
+        s = self.stages[stage]
+        s.failures += 1
+        s.kinds[kind] = s.kinds.get(kind, 0) + 1
 
     def snapshot(self) -> dict[str, StageCount]:
         return {k: v.model_copy() for k, v in sorted(self.stages.items())}

@@ -66,8 +66,14 @@ def library_file(scenario: str) -> Path:
 
 
 def new_run_dir(label: str) -> Path:
-    """A fresh run directory under ``runs/``, named after ``label`` and the time."""
-    return home() / "runs" / f"{checked_name(label, 'run name')}-{datetime.now():%Y%m%d-%H%M%S}"
+    """A fresh run directory under ``runs/``, named after ``label`` and the time; a run started
+    in the same second as an earlier one gets ``-2``, ``-3``, ... and never resumes it."""
+    base = home() / "runs" / f"{checked_name(label, 'run name')}-{datetime.now():%Y%m%d-%H%M%S}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def report_dir() -> Path:

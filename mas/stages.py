@@ -81,6 +81,8 @@ class Context:
     """Operations of the step's advantages that could not be used, each with its reason."""
     learner: ChatCompletionClient | None = None
     """The client of the learning calls, when it is not ``client``."""
+    on_rollout: Callable[[int], None] = lambda n: None
+    """Told of each rollout as it ends, or is read back from the journal (for progress)."""
 
     @property
     def prefix(self) -> str:
@@ -108,6 +110,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
     async def one(index: int) -> Rollout:
         key = f"{ctx.prefix}/{task.id}/{index}"
         if (done := ctx.journal.get("rollout", key)) is not None:
+            ctx.on_rollout(1)
             return Rollout.model_validate(done)
         result = await run_rollout(
             ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=ctx.config.sampling(key),
@@ -115,6 +118,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
             exposures={role: plan[index] for role, plan in plans.items()},
         )  # fmt: skip
         await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
+        ctx.on_rollout(1)
         return result
 
     rollouts = await asyncio.gather(*(one(i) for i in range(ctx.config.group_size)))
@@ -218,7 +222,7 @@ def route(ctx: Context, advantages: list[Advantage]) -> dict[str, list[Operation
                 reason = f"over the limit of {ctx.config.lessons_per_group} operations per group"
             if reason:
                 ctx.refused.append(Rejected(edit=op.model_dump(mode="json"), reason=reason))
-                ctx.meter.fail("route")
+                ctx.meter.fail("route", "refused")
             else:
                 routed.setdefault(library, []).append(op)
     return routed
@@ -363,7 +367,7 @@ async def _journaled(ctx: Context, stage: str, key: str, schema, max_tokens: int
         await ctx.journal.record(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
         return None
     except EndpointError:  # not journaled: a resumed run tries again
-        ctx.meter.fail(stage)
+        ctx.meter.fail(stage, "endpoint error")
         return None
     await ctx.journal.record(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
     return reply

@@ -103,7 +103,7 @@ async def run_rollout(
     team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
     messages, error = await _run(team, task.question, timeout)
     if error:
-        meter.fail("rollout")
+        meter.fail("rollout", "timeout" if error.startswith("timeout") else error.partition(":")[0])
     said = [m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user"]
     read = said[-1:] if scenario.answer_from == "final" else said
     answer = None if error else scenario.extract("\n".join(read))

@@ -22,8 +22,9 @@ from mas import screen, stages
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
 from mas.errors import UserError
-from mas.journal import Journal
+from mas.journal import Journal, records
 from mas.library import hierarchy
+from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
@@ -34,10 +35,13 @@ from mas.scenario import Scenario
 from mas.types import (
     GLOBAL,
     Advantage,
+    Delete,
     EndpointCounts,
     Group,
     Provenance,
     QuarantineItem,
+    RefusedEdit,
+    Rejected,
     StepReport,
     Summary,
     Task,
@@ -65,10 +69,15 @@ async def train(
     price: Price = Price(),
     on_step: Callable[[StepReport], None] = lambda report: None,
     learner: ChatCompletionClient | None = None,
+    on_rollout: Callable[[int], None] = lambda n: None,
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
     ``learner``, when given, makes the learning calls (summaries, advantages, edits,
     equivalence judgements) and ``client`` only the team's.
+
+    ``on_step`` gets each step's report as the step ends; ``on_rollout`` the number of rollouts
+    done, 1 as each ends (or is read back from the journal) and all of a step at once for a step
+    a resumed run finished before.
 
     The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
     training run, or a rollback, promote, recover or graph export of the same library, is
@@ -76,11 +85,17 @@ async def train(
     new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
         if new is not None:
-            _write_run(run_dir, new)
-        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner)
+            _make_folder(run_dir)
+            if config.fresh:
+                _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
+            # The versions the run starts from: its report tells its own history from later runs'.
+            _write_run(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
+        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
 
 
-async def _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner) -> TrainResult:
+async def _train(
+    scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout
+) -> TrainResult:
     journal = Journal(run_dir / "journal.jsonl")
     client = Limited(client, config.concurrency)
     learner = Limited(learner, config.concurrency) if learner is not None else client
@@ -104,16 +119,36 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
                 cadence = config.promotion.cadence
                 promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
                 report = await _step(
-                    scenario, batch, config, (client, learner), store, journal, provenance, price, promote
+                    scenario,
+                    batch,
+                    config,
+                    (client, learner),
+                    store,
+                    journal,
+                    provenance,
+                    price,
+                    promote,
+                    on_rollout,
                 )
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
+            else:
+                on_rollout(len(batch) * config.group_size)
             reports.append(StepReport.model_validate(done))
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
 
 
 async def _step(
-    scenario, batch, config, clients, store, journal, provenance: Provenance, price: Price, promote: bool
+    scenario,
+    batch,
+    config,
+    clients,
+    store,
+    journal,
+    provenance: Provenance,
+    price: Price,
+    promote: bool,
+    on_rollout,
 ) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
@@ -126,7 +161,17 @@ async def _step(
     known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1)
     same = hierarchy.judge(store, config.promotion).known_same
     ctx = stages.Context(
-        scenario, config, client, journal, meter, heads, provenance, effects=known, same=same, learner=learner
+        scenario,
+        config,
+        client,
+        journal,
+        meter,
+        heads,
+        provenance,
+        effects=known,
+        same=same,
+        learner=learner,
+        on_rollout=on_rollout,
     )
 
     async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
@@ -145,6 +190,7 @@ async def _step(
     events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
     hierarchy.record_usage(store, events, provenance)
     hierarchy.record_quarantine(store, refused, provenance)
+    hierarchy.record_rejected(store, _refusals(versions, ctx.refused), provenance)
     pruned = hierarchy.prune(store, config.promotion, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []
@@ -209,6 +255,46 @@ def _endpoints(client: ChatCompletionClient, learner: ChatCompletionClient) -> E
     return team.plus(learning)
 
 
+def _refusals(versions: list[Version], operations: list[Rejected]) -> list[RefusedEdit]:
+    """The step's refused operations (of its advantages) and edits (of its edit calls)."""
+    out = [
+        RefusedEdit(library=_library_of(r.edit), edit=r.edit, reason=r.reason, stage="advantage") for r in operations
+    ]
+    return out + [
+        RefusedEdit(library=v.library, edit=r.edit, reason=r.reason, stage="edit") for v in versions for r in v.rejected
+    ]
+
+
+def _library_of(proposed: dict | str) -> str:
+    """The library an operation names: an add's, or that of the lesson it changes."""
+    if not isinstance(proposed, dict):
+        return ""
+    named = proposed.get("library") or str(proposed.get("id") or "").rpartition("/")[0]
+    return named if isinstance(named, str) else ""
+
+
+def _empty(store: LibraryStore, provenance: Provenance) -> None:
+    """A new, empty version of every library that has lessons: each lesson deleted by an edit,
+    so that the history says what left and why."""
+    heads = store.heads().values()
+    store.commit(
+        [
+            apply(v, [Delete(op="delete", id=l.id) for l in v.lessons], provenance=provenance)[0]
+            for v in heads
+            if v.lessons
+        ]
+    )
+
+
+def finished(run_dir: Path) -> list[StepReport]:
+    """The steps a run has finished, read without changing its journal (none for a new run)."""
+    path = run_dir / "journal.jsonl"
+    if not path.is_file():
+        return []
+    steps = [StepReport.model_validate(r["data"]) for r in records(path)[0] if r["kind"] == "step"]
+    return sorted(steps, key=lambda s: (s.epoch, s.step))
+
+
 def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:
     tokens, cost = dict.fromkeys(roles, 0), dict.fromkeys(roles, 0.0)
     for trace in (t for g in groups for r in g.rollouts for t in r.traces):
@@ -269,11 +355,14 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     return None
 
 
-def _write_run(run_dir: Path, settings: dict) -> None:
+def _make_folder(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"{run_dir}: cannot make the run folder ({e.strerror or e})") from None
+
+
+def _write_run(run_dir: Path, settings: dict) -> None:
     atomic_write(run_dir / "run.json", json.dumps(redact_data(settings), indent=1) + "\n")
 
 

@@ -77,9 +77,10 @@ class Provenance(Frozen):
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "prune", "budget", "direct"] = "edit"
-    """What made the version: the step's edit batch, a promotion pass, a budget retirement, or
-    lessons written directly without the loop (the ablation)."""
+    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh"] = "edit"
+    """What made the version: the step's edit batch, a promotion pass, a budget retirement,
+    lessons written directly without the loop (the ablation), or the emptying of a library by a
+    run started with ``fresh``."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
@@ -377,6 +378,18 @@ class QuarantineItem(Frozen):
     """Where the text was proposed: by a semantic advantage, or by an edit call."""
 
 
+class RefusedEdit(Frozen):
+    """A proposed change to a library that was refused, and why: an operation of a semantic
+    advantage that could not be routed, or an edit the edit call wrote that could not be applied."""
+
+    schema_version: int = SCHEMA_VERSION
+    library: str
+    """The library it would have changed, as far as it names one ("" when it names none)."""
+    edit: dict | str
+    reason: str
+    stage: Literal["advantage", "edit"]
+
+
 # -- evidence and promotion ------------------------------------------------------------------
 
 
@@ -454,6 +467,8 @@ class StageCount(BaseModel):
     completion_tokens: int = 0
     failures: int = 0
     """Replies that failed validation (or calls that raised) and were skipped."""
+    kinds: dict[str, int] = {}
+    """The failures by kind (``reply cut at the token limit``, ``endpoint error``, ``timeout``, ...)."""
 
 
 class EndpointCounts(BaseModel):

@@ -148,7 +148,7 @@ CLI = [  # arguments -> message ("{lib}": a good library file, "{tmp}": a scratc
     (["library", "show", "{lib}", "--version", "1"], "--version needs --role"),
     (["library", "diff", "{lib}", "solver", "99"], "99"),
     (["library", "rollback", "{lib}", "solver", "42"], "42"),
-    (["library", "export", "{lib}", "--format", "pdf"], "--format 'pdf'"),
+    (["library", "export", "{lib}", "--format", "pdf"], "'pdf' is not one of 'markdown', 'prompt'"),
     (["library", "export", "{lib}", "--format", "prompt"], "--format prompt needs --role"),
     (["library", "recover", "{lib}"], "not corrupt"),
     (["fly"], "No such command"),

@@ -50,7 +50,7 @@ BAD = [
     (["library", "show", "{lib}", "--role", "astronaut"], "unknown library 'astronaut'"),
     (["library", "diff", "{lib}", "solver", "99"], "99"),
     (["library", "rollback", "{lib}", "solver", "42"], "42"),
-    (["library", "export", "{lib}", "--format", "pdf"], "--format 'pdf'"),
+    (["library", "export", "{lib}", "--format", "pdf"], "'pdf' is not one of 'markdown', 'prompt'"),
     (["train", "maths", "--model", "openai:x"], "no API key"),
     (["report", "{tmp}"], "not a training run"),
     (["train", "maths", "--model", "fake", "--prices", "{tmp}/none.toml"], "none.toml: no such price file"),

@@ -9,7 +9,7 @@ import pytest
 
 from mas.library.logs import SideFiles, StepKey
 from mas.library.store import LibraryStore
-from mas.types import Lesson, UsageEvent, Version
+from mas.types import Lesson, PromotionMove, UsageEvent, Version
 from tests.test_cli import mas
 
 HELPS_TWO = "When a result comes back, compare it with a rough estimate before passing it on."
@@ -125,3 +125,36 @@ def test_transfer_json(tmp_path):
 def test_bad_input(evidence, tmp_path, args, message):
     done = mas(*[a.format(lib=evidence, tmp=tmp_path) for a in args])
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_graphml_labels_kinds_moves_and_no_tasks(evidence, tmp_path):
+    """Every node labelled, every edge of a kind, moves as node attributes; --no-tasks leaves
+    out the task nodes and their exposure edges."""
+    for side in evidence.parent.glob("lib.*"):
+        shutil.copy(side, tmp_path / side.name)
+    lib = tmp_path / "lib.json"
+    assert mas("promote", str(lib)).returncode == 0  # solver/0001 -> global/0001
+    reason = "not shown to help after 30 tasks"
+    SideFiles(lib).prunings.append(
+        StepKey("r", 0, 1),
+        [PromotionMove(kind="prune", text=NEUTRAL, lessons=["planner/0001"], evidence=[], reason=reason)],
+    )
+
+    def exported(*flags):
+        target = tmp_path / f"g{len(flags)}.graphml"
+        done = mas("graph", "export", str(lib), "--format", "graphml", "--output", str(target), *flags)
+        assert done.returncode == 0, done.stderr
+        return nx.read_graphml(target)
+
+    full, lean = exported(), exported("--no-tasks")
+    for graph in (full, lean):
+        assert all(d.get("label") and d.get("kind") in ("role", "lesson", "task") for _, d in graph.nodes(data=True))
+        assert graph.nodes["lesson:solver/0001"]["promoted_to"] == "global/0001"
+        assert graph.nodes["lesson:global/0001"]["promoted_from"] == "solver/0001"
+        assert graph.nodes["lesson:planner/0001"]["pruned"] == reason
+    kinds = {d["kind"] for *_, d in lean.edges(data=True)}
+    assert "evidence" in kinds and kinds <= {"evidence", "trial"}
+    assert {d["kind"] for *_, d in full.edges(data=True)} == kinds | {"exposure"}
+    tasks = [n for n, d in full.nodes(data=True) if d["kind"] == "task"]
+    assert len(tasks) == 30 and full.nodes[tasks[0]]["label"] == tasks[0].removeprefix("task:")
+    assert not any(d["kind"] == "task" for _, d in lean.nodes(data=True))

@@ -407,7 +407,7 @@ def test_a_task_file_with_an_odd_name_trains_into_libraries(stem, tmp_path, caps
     [
         (["train", "maths", "--model", "fake", "--budget-usd", "0"], "--budget-usd"),
         (["train", "maths", "--model", "fake", "--budget-usd", "-1"], "--budget-usd"),
-        (["library", "rollback", "{lib}", "solver", "9" * 5000], "'version'"),
+        (["library", "rollback", "{lib}", "solver", "9" * 5000], "'VERSION'"),
         (["library", "diff", "{lib}", "solver", "--", "-1"], "no version -1"),
     ],
 )

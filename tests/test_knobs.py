@@ -225,3 +225,17 @@ def test_dollars_per_stage_and_per_role(maths, tmp_path):
     )
     assert sum(step.role_cost_usd.values()) == pytest.approx(step.stage_cost_usd["rollout"])
     assert step.cost_usd == pytest.approx(sum(step.stage_cost_usd.values())) and result.cost_usd == step.cost_usd
+
+
+def test_fresh_starts_from_empty_libraries(maths, tmp_path):
+    _, _, store = train_on_fake(maths, tmp_path, tasks=8)
+    before = {name: v for name, v in store.heads().items() if v.lessons}
+    assert before
+    asyncio.run(
+        train(
+            maths, client=FakeClient(), store=store, run_dir=tmp_path / "again", config=TrainConfig(tasks=4, fresh=True)
+        )
+    )
+    for name, head in before.items():
+        emptied = store.version(name, head.number + 1)
+        assert emptied.lessons == [] and emptied.provenance.stage == "fresh"

@@ -1,6 +1,7 @@
 """The training report: real runs on the fake client to Markdown and PNG plots."""
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -13,7 +14,7 @@ from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
 from mas.studies.report import PLOTS, write_report
 from mas.train import train
-from mas.types import PromotionMove
+from mas.types import Lesson, PromotionMove, Provenance, Version
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -158,3 +159,50 @@ def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
     assert "- epoch 0: demote “Always answer with the first number" in text
     assert "another run" not in text
     check_plots(tmp_path / "out")
+
+
+def lessons_section(text: str, run: str) -> str:
+    return text.split(f"## Run `{run}`")[1].split("### Lessons at the end of the run")[1].split("## Run")[0]
+
+
+def test_a_run_is_reported_from_its_own_library_versions(tmp_path):
+    """Two runs on one library, a lesson written by hand before and after: each run's lessons
+    are those of its own versions, and its start is the version it continued from."""
+    store = LibraryStore(tmp_path / "shared.json")
+    before = "When a quantity has a unit, carry the unit through every step of the sum."
+    later = "When the answer is a fraction, reduce it before writing the final answer."
+    store.commit([Version(library="planner", number=1, next_id=2, lessons=[Lesson(id="planner/0001", text=before)])])
+    first = _run_on(store, tmp_path / "first")
+    assert json.loads((first / "run.json").read_text())["start"] == {"planner": 1}
+    mine = store.head("solver")
+    head = store.head("planner")
+    extra = Lesson(id=f"planner/{head.next_id:04d}", text=later)
+    store.commit(
+        [
+            Version(
+                library="planner", number=head.number + 1, next_id=head.next_id + 1, lessons=[*head.lessons, extra],
+                provenance=Provenance(run="by-hand", epoch=0, step=0),
+            )
+        ]
+    )  # fmt: skip
+    second = _run_on(store, tmp_path / "second", fresh=True)
+
+    text = write_report([first, second], tmp_path / "out").read_text()
+    one, two = lessons_section(text, "first"), lessons_section(text, "second")
+    assert later not in one and before in one  # nothing from after the run, what it continued from
+    assert all(lesson.text in one for lesson in mine.lessons)
+    assert f"**planner** v{head.number} (" in one and "v1 at the start, 1 lesson)" in one
+    assert before not in two and later not in two  # started fresh: the emptied versions
+    assert "v0 at the start" not in two and re.search(r"\*\*planner\*\* v\d+ \(\d+ lessons?; v\d+ at the start, 0", two)
+    emptied = [v for v in store.versions("planner") if v.provenance and v.provenance.stage == "fresh"]
+    assert len(emptied) == 1 and emptied[0].provenance.run == "second" and not emptied[0].lessons
+
+
+def _run_on(store, run_dir, **config):
+    asyncio.run(
+        train(
+            load_scenario("maths"), client=FakeClient(), store=store, run_dir=run_dir,
+            config=TrainConfig(tasks=8, **config), model_name="fake",
+        )
+    )  # fmt: skip
+    return run_dir

@@ -13,7 +13,8 @@ import filelock
 import pytest
 
 from mas.errors import UserError
-from mas.library.store import LibraryStore, diff, export_markdown
+from mas.library import review
+from mas.library.store import LibraryStore, diff
 from mas.types import Add, Lesson, Provenance, Version
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,11 +135,11 @@ def test_diff_lines() -> None:
 def test_export_markdown(store: LibraryStore) -> None:
     prov = Provenance(run="r1", epoch=2, step=5, model="qwen")
     store.commit([version("solver", 1, [1, 3], prov), version("global", 1, [])])
-    md = export_markdown(store.heads())
+    md = review.markdown(store, {})
     assert md.index("## global") < md.index("## solver")
     assert "- **solver/0001** lesson 1 of solver" in md
     assert "**solver/0003**" in md
-    assert "_version 1, run r1, epoch 2, step 5, model qwen_" in md
+    assert "_version 1, last changed by run r1, epoch 2, step 5_" in md
 
 
 def test_atomic_write_leaves_no_temp_files(store: LibraryStore) -> None:

@@ -21,21 +21,24 @@ from mas.cli.options import option, settings
 from mas.config import PromotionPolicy
 from mas.errors import UserError
 from mas.library import graph as usage_graph
-from mas.library import hierarchy
+from mas.library import hierarchy, review
 from mas.library.hierarchy import promote
 from mas.library.inject import role_block
-from mas.library.logs import SideFiles
-from mas.library.store import LibraryStore, NotCorrupt, diff, export_markdown
+from mas.library.logs import SideFiles, StepKey
+from mas.library.store import LibraryStore, NotCorrupt, diff
 from mas.models.clients import open_client
 from mas.paths import atomic_write
 from mas.redact import redact
+from mas.scenario import load_scenario
 from mas.studies.graph_view import render
-from mas.types import Budget, Provenance
+from mas.types import Budget, Provenance, RefusedEdit
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 out = Console(soft_wrap=True)
-Which = Annotated[str, typer.Argument(help="A scenario name (libraries/NAME.json) or a library file.")]
+Which = Annotated[
+    str, typer.Argument(metavar="LIBRARY", help="A scenario name (libraries/NAME.json) or a library file.")
+]
 
 
 @library_app.command("show")
@@ -44,11 +47,19 @@ def library_show(
     role: str | None = typer.Option(None, help="Only this library."),
     version: int | None = typer.Option(None, help="This version instead of the latest (needs --role)."),
     quarantine: bool = typer.Option(False, "--quarantine", help="The lessons refused by screening, with why."),
+    rejected: bool = typer.Option(
+        False, "--rejected", help="The operations and edits training refused, with why, where and when."
+    ),
 ) -> None:
     """The lessons of each library, with their provenance."""
     store = _store(which)
+    if quarantine and rejected:
+        raise UserError("--quarantine and --rejected: choose one")
     if quarantine:
         _print_quarantine(store, role)
+        return
+    if rejected:
+        _print_rejected(store, role)
         return
     if version is not None:
         if role is None:
@@ -64,9 +75,11 @@ def library_show(
 @library_app.command("diff")
 def library_diff(
     which: Which,
-    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
-    old: Annotated[int, typer.Argument(help="Old version number.")],
-    new: Annotated[int | None, typer.Argument(help="New version number [latest].")] = None,
+    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    old: Annotated[int, typer.Argument(metavar="OLD", help="Old version number.")],
+    new: Annotated[
+        int | None, typer.Argument(metavar="NEW", help="New version number.", show_default="the latest")
+    ] = None,
 ) -> None:
     """What changed in ROLE's library between two versions."""
     store = _store(which)
@@ -78,32 +91,40 @@ def library_diff(
 @library_app.command("export")
 def library_export(
     which: Which,
-    format: str = typer.Option("markdown", help="markdown, or prompt (the exact block a role's prompt gets)."),
-    role: str | None = typer.Option(None, help="The role, for --format prompt."),
+    format: Literal["markdown", "prompt"] = typer.Option(
+        "markdown", help="markdown, or prompt (the exact block a role's prompt gets)."
+    ),
+    role: str | None = typer.Option(None, help="Only this library (markdown); the role (--format prompt)."),
     task: str | None = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
+    since: int | None = typer.Option(
+        None, min=0, help="Only what changed in each library since its version N (markdown): a review diff."
+    ),
 ) -> None:
-    """Export the latest libraries as Markdown, or one role's prompt block."""
+    """Export the latest libraries as Markdown (each lesson with where it came from and its
+    evidence per role; every role, with or without lessons), or one role's prompt block."""
     store = _store(which)
-    heads = {  # each lesson on its own line, whatever it holds
-        name: v.model_copy(update={"lessons": [x.model_copy(update={"text": shown(x.text)}) for x in v.lessons]})
-        for name, v in store.heads().items()
-    }
     if format == "markdown":
-        text = export_markdown(heads)
-    elif format == "prompt":
+        effects = hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
+        roles = {event.role for event in SideFiles(store.path).usage.items()} | set(_scenario_roles(which))
+        text = review.markdown(store, effects, roles=sorted(roles), only=role, since=since)
+    else:
         if role is None:
             raise UserError("--format prompt needs --role")
+        if since is not None:
+            raise UserError("--since is for --format markdown")
+        heads = {  # each lesson on its own line, whatever it holds
+            name: v.model_copy(update={"lessons": [x.model_copy(update={"text": shown(x.text)}) for x in v.lessons]})
+            for name, v in store.heads().items()
+        }
         text = role_block(heads, role, task=task).text
-    else:
-        raise UserError(f"--format {format!r}: expected markdown or prompt")
     print("\n".join(shown(line) for line in text.split("\n")))
 
 
 @library_app.command("rollback")
 def library_rollback(
     which: Which,
-    role: Annotated[str, typer.Argument(help="The library (role name or global).")],
-    version: Annotated[int, typer.Argument(help="The version to return to.")],
+    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    version: Annotated[int, typer.Argument(metavar="VERSION", help="The version to return to.")],
 ) -> None:
     """Make a new version of ROLE's library equal to an earlier one."""
     store = _store(which)
@@ -120,6 +141,48 @@ def _print_quarantine(store: LibraryStore, role: str | None) -> None:
     for key, item in rows:
         _say(f"[{item.library}] {item.text}")
         _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+
+
+def _print_rejected(store: LibraryStore, role: str | None) -> None:
+    """The refused operations and edits of the log; for steps from before the log, the refused
+    edits their library versions kept."""
+    log = SideFiles(store.path).rejected
+    rows = [(key, item) for key, items in log.steps() for item in items]
+    logged = {key for key, _ in rows}
+    for name in store.libraries():
+        for v in store.versions(name):
+            p = v.provenance
+            if p is not None and p.stage == "edit" and StepKey(p.run, p.epoch, p.step) not in logged:
+                key = StepKey(p.run, p.epoch, p.step)
+                rows += [
+                    (key, RefusedEdit(library=name, edit=r.edit, reason=r.reason, stage="edit")) for r in v.rejected
+                ]
+    rows = [(key, item) for key, item in rows if role in (None, item.library)]
+    if not rows:
+        _say(f"nothing refused in {log.path}")
+    for key, item in rows:
+        _say(f"[{item.library or '?'}] {_proposed(item.edit)}")
+        _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+
+
+def _proposed(edit: dict | str) -> str:
+    """An operation or edit in one line: ``add: When ...``, ``modify solver/0003: When ...``."""
+    if not isinstance(edit, dict):
+        return str(edit)
+    op, target, text = edit.get("op", "?"), edit.get("id") or "", edit.get("text") or ""
+    head = f"{op} {target}".strip()
+    return f"{head}: {text}" if text else head if set(edit) <= {"op", "id", "reason", "library"} else f"{head}: {edit}"
+
+
+def _scenario_roles(which: str) -> list[str]:
+    """The roles of the scenario ``which`` names (none for a library file, or a scenario that
+    cannot be loaded: the export shows the libraries and the roles with evidence then)."""
+    if which.endswith(".json"):
+        return []
+    try:
+        return load_scenario(which).role_names
+    except UserError:
+        return []
 
 
 def _store(which: str) -> LibraryStore:
@@ -158,12 +221,22 @@ def _say(text: str) -> None:
 
 def print_lessons(heads, *, provenance: bool = False) -> None:
     for name, v in heads.items():
-        out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {len(v.lessons)} lessons")
+        count = f"{len(v.lessons)} lesson{'s' * (len(v.lessons) != 1)}"
+        out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {count}")
         for lesson in v.lessons:
             _say(f"  [{lesson.id}] {lesson.text}")
         if provenance and v.provenance:
-            p = v.provenance
-            _say(f"  (run {p.run}, epoch {p.epoch}, step {p.step}, model {p.model}, tasks {', '.join(p.task_ids)})")
+            _say(f"  ({describe(v.provenance)})")
+
+
+def describe(p: Provenance) -> str:
+    """Where a version came from, in one line: ``run r1, epoch 0, step 2, model fake, tasks a, b``;
+    a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...)."""
+    parts = [f"run {p.run}", f"epoch {p.epoch}", f"step {p.step}"]
+    parts += [] if p.stage == "edit" else [f"by {p.stage}"]
+    parts += [f"model {p.model}"] if p.model else []
+    parts += [f"tasks {', '.join(p.task_ids)}"] if p.task_ids else []
+    return ", ".join(parts)
 
 
 def promote_command(
@@ -227,7 +300,7 @@ def graph_export(
             hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
             store.heads(),
             history=[v for name in store.libraries() for v in store.versions(name)],
-            moves=[m for _, step in side.promotions.steps() for m in step],
+            moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
             events=side.usage.items() if tasks else None,
         )
         if format == "graphml":

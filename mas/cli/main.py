@@ -9,26 +9,24 @@ for a terminal.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.exceptions import TyperException
 
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
+from mas.cli.progress import bars, wanted
 from mas.cli.sources import (
     AnswerField,
     LearnerConfig,
@@ -42,19 +40,21 @@ from mas.cli.sources import (
     models,
     scenario_from,
 )
+from mas.cli.summary import count, failed_line, near, refused_line, starting_line
 from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.cost import price_for, stage_costs
 from mas.datasets import Fields
 from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
+from mas.models.wrappers import Counted
 from mas.redact import redact
-from mas.studies.ablate import VARIANTS, ablate
+from mas.studies.ablate import VARIANTS, ablate, planned_rollouts
 from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
 from mas.studies.evaluate import compare as compare_results
 from mas.studies.report import write_report
 from mas.studies.transfer import from_trials as from_trials_of
-from mas.studies.transfer import transfer
+from mas.studies.transfer import planned_runs, transfer
 from mas.tools import isolation
 from mas.train import train
 from mas.types import Budget, StepReport
@@ -123,6 +123,7 @@ def train_command(
     max_tokens: int = option(TrainConfig, "max_tokens"),
     max_lessons: int = option(TrainConfig, "max_lessons"),
     shuffle: bool = option(TrainConfig, "shuffle", "--shuffle/--no-shuffle"),
+    fresh: bool = option(TrainConfig, "fresh", "--fresh"),
     rollout_timeout: float = option(TrainConfig, "rollout_timeout"),
     concurrency: int = option(TrainConfig, "concurrency"),
     call_timeout: float = option(TrainConfig, "call_timeout"),
@@ -161,7 +162,7 @@ def train_command(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=ground_truth, budget_usd=budget_usd,
-        call_timeout=call_timeout, retries=retries,
+        call_timeout=call_timeout, retries=retries, fresh=fresh,
         budget=Budget(inject=inject) if inject else None,
         promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
@@ -171,31 +172,34 @@ def train_command(
     )  # fmt: skip
     price = price_for(clients.label, prices)
     store = LibraryStore(library or paths.library_file(spec.name))
-    store.heads()  # a corrupt library file stops us here, before anything is written
+    heads = store.heads()  # a corrupt library file stops us here, before anything is written
     run_dir = run_dir or paths.new_run_dir(spec.name)
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
+    _tell(starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
 
     async def main():
         async with clients.open(
             base_url=base_url, api_key=api_key, call_timeout=call_timeout, retries=retries, reasoning=reasoning
         ) as (client, learner):
-            with _progress() as bar:
-                job = bar.add_task("training", total=steps)
-
-                def on_step(report: StepReport) -> None:
-                    bar.advance(job)
-                    bar.console.print(_step_line(report))
-
+            counted = Counted(client)
+            rollouts = config.epochs * len(spec.tasks[: config.tasks]) * config.group_size
+            with bars(err, show=wanted(err), client=counted) as bar:
+                job = bar.add_task("training", total=rollouts, unit="rollouts")
                 return await train(
-                    spec, client=client, store=store, run_dir=run_dir, config=config, model_name=clients.label,
-                    price=price, on_step=on_step, learner=learner,
+                    spec, client=counted, store=store, run_dir=run_dir, config=config, model_name=clients.label,
+                    price=price, learner=learner,
+                    on_step=lambda report: bar.console.print(_step_line(report)),
+                    on_rollout=lambda n: bar.advance(job, n),
                 )  # fmt: skip
 
     result = _run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {clients.label!r}; see --prices)"
-    out.print(f"run {result.run}: {len(result.steps)} steps, cost {cost}, journal in {run_dir}")
+    out.print(f"run {result.run}: {count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
     if result.stopped:
         out.print(f"stopped early: {result.stopped}")
+    refused = refused_line(result.steps)
+    _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {near(store.path)} --rejected")
+    _tell(failed_line(result.steps))
     if not any(v.lessons for v in result.heads.values()):
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     print_lessons(result.heads)
@@ -268,8 +272,8 @@ def eval_command(
         ) as (client, _):
             results = []
             for label, heads, run_config in runs:
-                with _progress() as bar:
-                    job = bar.add_task(f"eval ({Path(label).name})", total=len(scored))
+                with bars(err, show=wanted(err, as_json=as_json)) as bar:
+                    job = bar.add_task(f"eval ({Path(label).name})", total=len(scored), unit="tasks")
                     done = await evaluate(
                         spec, client=client, heads=heads, config=run_config,
                         on_task=lambda s, job=job: bar.advance(job),
@@ -349,9 +353,13 @@ def transfer_command(
 
     async def main():
         async with clients.open(base_url=base_url, api_key=api_key, reasoning=reasoning) as (client, _):
-            return await transfer(
-                spec, client=client, heads=heads, config=config, on_run=lambda label: err.print(f"eval: {label}")
-            )
+            with bars(err, show=wanted(err, as_json=as_json)) as bar:
+                total = planned_runs(spec.role_names, heads) * len(spec.held_out[: config.tasks])
+                job = bar.add_task("transfer", total=total, unit="tasks")
+                return await transfer(
+                    spec, client=client, heads=heads, config=config, on_run=lambda label: bar.console.print(f"eval: {label}"),
+                    on_task=lambda: bar.advance(job),
+                )  # fmt: skip
 
     _print_transfer(spec.role_names, _run(main()), as_json)
 
@@ -423,11 +431,15 @@ def ablate_command(
 
     async def main():
         async with clients.open(base_url=base_url, api_key=api_key, reasoning=reasoning) as (client, learner):
-            return await ablate(
-                spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config, variants=chosen,
-                model_name=clients.label, price=price, on_variant=lambda name: err.print(f"ablation: {name}"),
-                learner=learner,
-            )  # fmt: skip
+            with bars(err, show=wanted(err, as_json=as_json)) as bar:
+                total = sum(planned_rollouts(spec, name, train_config, eval_config) for name in chosen)
+                job = bar.add_task("ablation", total=total, unit="rollouts")
+                return await ablate(
+                    spec, client=client, folder=folder, train_config=train_config, eval_config=eval_config,
+                    variants=chosen, model_name=clients.label, price=price, learner=learner,
+                    on_variant=lambda name: bar.console.print(f"ablation: {name}"),
+                    on_rollout=lambda n: bar.advance(job, n),
+                )  # fmt: skip
 
     rows = _run(main(), resume=f"run the same command with --folder {folder} to resume")
     if as_json:
@@ -455,7 +467,7 @@ def ablate_command(
 
 @app.command("report")
 def report_command(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories (runs/...).")],
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="One or more run directories (runs/...).")],
     output: Path | None = typer.Option(None, help="Folder for report.md and the PNG plots.", show_default="report"),
 ) -> None:
     """Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."""
@@ -489,23 +501,13 @@ def _step_line(r: StepReport) -> str:
     )
 
 
+def _tell(message: str) -> None:
+    out.print(shown(redact(message)), markup=False, highlight=False)
+
+
 def _allow_unsafe_python(allowed: bool) -> None:
     if allowed:  # the python tool reads it where it checks its isolation, in this process
         os.environ[isolation.UNSAFE_ENV] = "1"
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Progress]:
-    """A progress bar on stderr that an error removes, so that the error's line is all there is."""
-    bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
-    )
-    with bar:
-        try:
-            yield bar
-        except (UserError, OSError):
-            bar.live.transient = True
-            raise
 
 
 class Interrupted(Exception):

@@ -3,10 +3,11 @@ are declared once (in ``mas.config`` and the models it holds) and the CLI cannot
 
     epochs: int = option(TrainConfig, "epochs")
 
-gives ``--epochs`` with the field's default, its bounds (``ge``/``le``; strict bounds are left
-to the model's own validation, see ``settings``) and the first sentence of its docstring as
-help. A ``Literal`` field's choices are listed when the parameter is annotated with
-``field_type(model, name)``.
+gives ``--epochs`` with the field's default shown in help (``[default: 1; x>=1]``), its bounds
+(``ge``/``le``; strict bounds are left to the model's own validation, see ``settings``) and the
+first sentence of its docstring as help. A ``Literal`` field's choices are listed when the
+parameter is annotated with ``field_type(model, name)``. The command receives None for an
+option left out, so that a preset can fill it.
 """
 
 from __future__ import annotations
@@ -23,17 +24,21 @@ def option(model: type[BaseModel], name: str, *flags: str, help: str | None = No
     """A ``typer.Option`` for ``model``'s field ``name``. Its value is None unless given, so
     that a preset can fill what the command line leaves out; help shows the field's default."""
     field = model.model_fields[name]
-    if field.default is not None:
-        extra.setdefault(
-            "show_default", str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
-        )
     bounds: dict[str, Any] = {}
     for constraint in field.metadata:
         if getattr(constraint, "ge", None) is not None:
             bounds["min"] = constraint.ge
         if getattr(constraint, "le", None) is not None:
             bounds["max"] = constraint.le
-    return typer.Option(None, *flags, help=help or _first_sentence(field.description), **bounds, **extra)
+    help = help or _first_sentence(field.description)
+    return typer.Option(field.default, *flags, callback=_given, help=help, **bounds, **extra)
+
+
+def _given(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """The option's value when the command line gave it, else None: the default is shown in
+    help, but a preset may still replace it."""
+    source = ctx.get_parameter_source(param.name)  # typer vendors click: compared by name
+    return None if source is None or source.name == "DEFAULT" else value
 
 
 def field_type(model: type[BaseModel], name: str) -> Any:
@@ -55,6 +60,6 @@ def settings(make: Any, flags: dict[str, str] | None = None, **values: Any) -> A
 
 
 def _first_sentence(text: str | None) -> str:
-    text = " ".join((text or "").split())
+    text = " ".join((text or "").replace("``", "").split())
     end = text.find(". ")
     return text if end < 0 else text[: end + 1]

@@ -10,8 +10,11 @@ demoted or pruned since), and, when asked for, ``task:<id>``. Edges:
   a description only;
 - lesson -> task, ``kind`` ``exposure``: how many rollouts of the task were shown the lesson.
 
-Promotions are node attributes: ``promoted_to`` on the private lessons merged into a global
-one, ``promoted_from`` on the global lesson.
+Every node has a ``label`` (the role's name, the lesson's id, the task's id) and a ``kind``;
+every edge a ``kind``. Moves are node attributes: ``promoted_to`` on the private lessons merged
+into a global one and ``promoted_from`` on the global lesson; ``demoted_to`` on a global lesson
+sent back to its roles and ``demoted_from`` on the private copy; ``merged_into`` on a lesson
+merged into one that says the same; ``pruned`` (the reason) on a lesson pruned for its evidence.
 """
 
 from __future__ import annotations
@@ -64,12 +67,7 @@ def build(
             )
         graph.add_edge(f"role:{role}", f"lesson:{lesson}", kind="trial" if e.trial else "evidence", **_numbers(e))
     for move in moves:
-        if move.kind == "promote" and move.into:
-            for i in move.lessons:
-                if f"lesson:{i}" in graph:
-                    graph.nodes[f"lesson:{i}"]["promoted_to"] = move.into
-            if f"lesson:{move.into}" in graph:
-                graph.nodes[f"lesson:{move.into}"]["promoted_from"] = ", ".join(move.lessons)
+        _mark(graph, move)
     if events is not None:
         counts = Counter((lesson, e.task_id) for e in events for lesson in e.shown if lesson in e.randomized)
         for (lesson, task), n in counts.items():
@@ -77,6 +75,23 @@ def build(
             if f"lesson:{lesson}" in graph:
                 graph.add_edge(f"lesson:{lesson}", f"task:{task}", kind="exposure", exposures=n)
     return graph
+
+
+def _mark(graph: nx.DiGraph, move: PromotionMove) -> None:
+    """The move's attributes on the lessons it moved (and on the lesson they became)."""
+    moved = [graph.nodes[f"lesson:{i}"] for i in move.lessons if f"lesson:{i}" in graph]
+    target = graph.nodes[f"lesson:{move.into}"] if move.into and f"lesson:{move.into}" in graph else None
+    if move.kind in ("promote", "demote") and move.into:
+        for node in moved:
+            node[f"{move.kind}d_to"] = move.into
+        if target is not None:
+            target[f"{move.kind}d_from"] = ", ".join(move.lessons)
+    elif move.kind == "merge" and move.into:
+        for node in moved:
+            node["merged_into"] = move.into
+    elif move.kind == "prune":
+        for node in moved:
+            node["pruned"] = move.reason or "pruned"
 
 
 def _numbers(e: Effect) -> dict:

@@ -19,7 +19,17 @@ from mas.library.logs import SideFiles, StepKey
 from mas.library.similar import Judge, negates
 from mas.library.store import LibraryStore
 from mas.meter import Meter
-from mas.types import GLOBAL, Budget, Effect, PromotionMove, Provenance, QuarantineItem, UsageEvent, Version
+from mas.types import (
+    GLOBAL,
+    Budget,
+    Effect,
+    PromotionMove,
+    Provenance,
+    QuarantineItem,
+    RefusedEdit,
+    UsageEvent,
+    Version,
+)
 
 
 def step_key(provenance: Provenance) -> StepKey:
@@ -32,6 +42,10 @@ def record_usage(store: LibraryStore, events: list[UsageEvent], provenance: Prov
 
 def record_quarantine(store: LibraryStore, refused: list[QuarantineItem], provenance: Provenance) -> None:
     SideFiles(store.path).quarantine.append(step_key(provenance), refused)
+
+
+def record_rejected(store: LibraryStore, refused: list[RefusedEdit], provenance: Provenance) -> None:
+    SideFiles(store.path).rejected.append(step_key(provenance), refused)
 
 
 def lineage(store: LibraryStore) -> dict[str, str]:

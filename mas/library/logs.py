@@ -8,12 +8,13 @@ For ``libraries/maths.json``:
                               rollback, a promotion pass, a recovery, a graph export
     maths.usage.jsonl         the usage events of each step
     maths.quarantine.jsonl    the proposed lessons screening refused, with why
+    maths.rejected.jsonl      the operations and edits that could not be applied, with why
     maths.promotions.jsonl    every promotion pass: its promotions and demotions, with evidence
     maths.prunings.jsonl      the lessons pruned after each step, with their evidence
     maths.equivalence.jsonl   the judgements of which lessons say the same thing
     maths.graph.html|graphml  the usage graph, when exported
 
-The four step logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
+The five step logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
 "items": [...]}``), so a crash can never leave a step half recorded and a resumed step is
 never recorded twice. They are read back as untrusted input: a last line cut short by a crash
 is dropped, any other bad line stops the reader with one line naming it, and ``repair()``
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mas.errors import UserError
 from mas.paths import atomic_write
 from mas.redact import redact, redact_data
-from mas.types import PromotionMove, QuarantineItem, UsageEvent
+from mas.types import PromotionMove, QuarantineItem, RefusedEdit, UsageEvent
 
 Item = TypeVar("Item", bound=BaseModel)
 
@@ -186,13 +187,14 @@ class SideFiles:
         self.run_lock = Path(f"{self.library}.run.lock")
         self.usage = StepLog(self._beside(".usage.jsonl"), UsageEvent, self.library)
         self.quarantine = StepLog(self._beside(".quarantine.jsonl"), QuarantineItem, self.library)
+        self.rejected = StepLog(self._beside(".rejected.jsonl"), RefusedEdit, self.library)
         self.promotions = StepLog(self._beside(".promotions.jsonl"), PromotionMove, self.library)
         self.prunings = StepLog(self._beside(".prunings.jsonl"), PromotionMove, self.library)
         self.equivalence = self._beside(".equivalence.jsonl")
 
     @property
     def logs(self) -> list[StepLog]:
-        return [self.usage, self.quarantine, self.promotions, self.prunings]
+        return [self.usage, self.quarantine, self.rejected, self.promotions, self.prunings]
 
     def owned(self) -> set[Path]:
         """Every file that belongs to the library: no output may replace one of them."""

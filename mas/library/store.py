@@ -417,25 +417,3 @@ def diff(old: Version, new: Version) -> list[str]:
         elif before[lid] != after[lid]:
             lines.append(f"~ {lid}: {before[lid]} -> {after[lid]}")
     return lines
-
-
-def export_markdown(heads: dict[str, Version]) -> str:
-    """The current libraries as a Markdown document a person can read or paste anywhere."""
-    parts = ["# Experience libraries", ""]
-    for name in _ordered(heads):
-        head = heads[name]
-        parts += [f"## {name}", ""]
-        parts += [f"- **{x.id}** {' '.join(x.text.split())}" for x in head.lessons]
-        if not head.lessons:
-            parts.append("_(no lessons)_")
-        parts += ["", f"_{_describe(head)}_", ""]
-    return "\n".join(parts)
-
-
-def _describe(version: Version) -> str:
-    text = f"version {version.number}"
-    p = version.provenance
-    if p is not None:
-        text += f", run {p.run}, epoch {p.epoch}, step {p.step}"
-        text += f", model {p.model}" if p.model else ""
-    return text

@@ -1,5 +1,6 @@
 """Clients that wrap another client: forwarding everything (``Delegating``), at most n calls
-in flight (``Limited``), a rollout's seed and settings on every call (``Seeded``)."""
+in flight (``Limited``), a rollout's seed and settings on every call (``Seeded``), counting the
+calls in flight (``Counted``)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,21 @@ class Limited(Delegating):
             return await self.inner.create(messages, **kwargs)
         finally:
             self.slots.release()
+
+
+class Counted(Delegating):
+    """Counts the calls in flight through it (for a progress display)."""
+
+    def __init__(self, inner: ChatCompletionClient):
+        super().__init__(inner)
+        self.in_flight = 0
+
+    async def create(self, messages, **kwargs) -> CreateResult:
+        self.in_flight += 1
+        try:
+            return await self.inner.create(messages, **kwargs)
+        finally:
+            self.in_flight -= 1
 
 
 class Seeded(Delegating):

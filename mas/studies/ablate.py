@@ -60,9 +60,12 @@ async def ablate(
     price: Price = Price(),
     on_variant: Callable[[str], None] = lambda name: None,
     learner: ChatCompletionClient | None = None,
+    on_rollout: Callable[[int], None] = lambda n: None,
 ) -> list[Row]:
     """Run each variant in ``folder/<variant>/`` (resumable like any run) and score it.
-    ``learner``, when given, makes the learning calls (``train``'s)."""
+    ``learner``, when given, makes the learning calls (``train``'s); ``on_variant`` is told of
+    each variant as it starts, ``on_rollout`` of the rollouts done (``planned_rollouts`` of
+    them per variant)."""
     rows, results = [], {}
     for name in variants:
         on_variant(name)
@@ -75,12 +78,15 @@ async def ablate(
             config = train_config.model_copy(update=change)
             done = await train(
                 scenario, client=client, store=store, run_dir=store.path.parent / "run", config=config,
-                model_name=model_name, price=price, learner=learner,
+                model_name=model_name, price=price, learner=learner, on_rollout=on_rollout,
             )  # fmt: skip
             cost = done.cost_usd
         heads = store.heads() if change is not None else None
         check_held_out(scenario.held_out[: eval_config.tasks], store)
-        result = await evaluate(scenario, client=client, heads=heads, config=library_config(eval_config, store))
+        result = await evaluate(
+            scenario, client=client, heads=heads, config=library_config(eval_config, store),
+            on_task=lambda score: on_rollout(len(score.rewards)),
+        )  # fmt: skip
         results[name] = result
         cost += sum(stage_costs(result.calls, price).values())
         base = results.get("no library", result)
@@ -89,6 +95,16 @@ async def ablate(
             Row(variant=name, mean_at_k=result.mean_at_k, delta=compare(result, base), lessons=lessons, cost_usd=cost)
         )
     return rows
+
+
+def planned_rollouts(scenario: Scenario, variant: str, train_config: TrainConfig, eval_config: EvalConfig) -> int:
+    """The team rollouts ``variant`` runs: its training (if it trains) and its evaluation."""
+    change = VARIANTS[variant]
+    total = len(scenario.held_out[: eval_config.tasks]) * eval_config.k
+    if isinstance(change, dict):
+        config = train_config.model_copy(update=change)
+        total += config.epochs * len(scenario.tasks[: config.tasks]) * config.group_size
+    return total
 
 
 async def _direct(scenario: Scenario, client, store: LibraryStore, config: TrainConfig, price: Price) -> float:

@@ -1,7 +1,9 @@
 """Training reports: one or more run directories to a Markdown report with PNG plots.
 
 Reads only what a run leaves behind (``run.json``, ``journal.jsonl``, the library file and
-its promotions log) and never changes it. Every input is read and checked before anything
+its promotions log) and never changes it. A run's history comes from its own library versions
+and the versions it started from (recorded in ``run.json``), so lessons that later runs added
+never show in it. Every input is read and checked before anything
 is written, so a bad directory leaves the output directory untouched. Each output file is
 written atomically and redacted (``mas.redact``), and none may replace a file a run reads.
 """
@@ -126,19 +128,38 @@ def _reward(run: Run, epoch: int) -> float:
 
 
 def _roles(run: Run) -> list[str]:
-    """Libraries to show: the shared one, the team's roles, then any other library."""
+    """Libraries to show: the shared one, the team's roles, then any other library the run
+    started from or changed."""
     names = list(dict.fromkeys([GLOBAL] + [t.role for _, r in run.rollouts for t in r.traces]))
-    return names + sorted(set(run.libraries or {}) - set(names))
+    last = run.epochs[-1] if run.epochs else -1
+    return names + sorted(n for n in set(run.libraries or {}) - set(names) if _state(run, n, last) is not None)
 
 
 def _state(run: Run, library: str, epoch: int) -> Version | None:
-    """The library at the end of ``epoch`` (-1: before the run). A library the run never
-    changed is taken at its head."""
-    versions = (run.libraries or {}).get(library, [])
-    mine = [v for v in versions if v.provenance is not None and v.provenance.run == run.path.name]
-    done = [v for v in mine if v.provenance.epoch <= epoch]
-    before = [v for v in versions if not mine or v.number < mine[0].number]
-    return done[-1] if done else before[-1] if before else None
+    """The library at the end of ``epoch`` of this run (-1: when the run started): the run's
+    own latest version by then, else the version it started from. What other runs or commands
+    did to the library later never shows. None: the library did not exist for this run."""
+    own = [
+        v
+        for v in (run.libraries or {}).get(library, [])
+        if v.provenance is not None and v.provenance.run == run.path.name and v.provenance.epoch <= epoch
+    ]
+    return max(own, key=lambda v: v.number) if own else _start(run, library)
+
+
+def _start(run: Run, library: str) -> Version | None:
+    """The version of ``library`` the run started from, as its ``run.json`` records it. A run
+    from before that record starts from the version before its own first one."""
+    versions = {v.number: v for v in (run.libraries or {}).get(library, [])}
+    start = run.settings.get("start")
+    if isinstance(start, dict):
+        number = start.get(library)
+    else:
+        own = [n for n, v in versions.items() if v.provenance is not None and v.provenance.run == run.path.name]
+        number = min(own) - 1 if own else None
+    if not isinstance(number, int) or isinstance(number, bool):
+        return None
+    return Version.empty(library) if number == 0 else versions.get(number)
 
 
 def _size(version: Version | None) -> tuple[int, int]:
@@ -287,7 +308,8 @@ def _markdown(runs: list[Run]) -> str:
 
 
 def _run_section(run: Run) -> list[str]:
-    """A run's settings, its numbers per epoch, its promotions and its final lessons."""
+    """A run's settings, its numbers per epoch, its promotions and its lessons at its end (its
+    own library versions, not the library as it is now)."""
     s, c = run.settings, run.settings["config"]
     out = [
         f"## Run `{run.label}`",
@@ -316,15 +338,22 @@ def _run_section(run: Run) -> list[str]:
         f"- epoch {epoch}: {m.kind} “{_abbrev(m.text, 100)}” (roles: {', '.join(m.roles) or 'none'})"
         for epoch, m in run.moves
     ] or ["_None._"]
-    out += ["", "### Final lessons", ""]
+    out += ["", "### Lessons at the end of the run", ""]
     if run.libraries is None:
         return out + [f"_No lessons to show: {run.library_note}._", ""]
+    last = run.epochs[-1] if run.epochs else -1
     for name in _roles(run):
-        lessons = run.libraries[name][-1].lessons if run.libraries.get(name) else []
-        out += [f"**{name}** ({len(lessons)} lesson{'s' * (len(lessons) != 1)})", ""]
+        end, start = _state(run, name, last), _start(run, name)
+        lessons = end.lessons if end else []
+        began = f"v{start.number} at the start, {_lessons(start.lessons)}" if start else "none at the start"
+        out += [f"**{name}** v{end.number if end else 0} ({_lessons(lessons)}; {began})", ""]
         out += [f"- `{x.id}` {' '.join(x.text.split())}" for x in lessons] or ["_(no lessons)_"]
         out.append("")
     return out
+
+
+def _lessons(lessons: list) -> str:
+    return f"{len(lessons)} lesson{'s' * (len(lessons) != 1)}"
 
 
 def _epoch_row(run: Run, epoch: int) -> list[str]:

@@ -72,12 +72,15 @@ async def transfer(
     heads: dict[str, Version],
     config: EvalConfig = EvalConfig(),
     on_run: Callable[[str], None] = lambda label: None,
+    on_task: Callable[[], None] = lambda: None,
 ) -> TransferResult:
+    """The matrix by evaluation runs (``planned_runs`` of them); ``on_run`` is told of each as
+    it starts, ``on_task`` of each task it scores."""
     roles = scenario.role_names
 
     async def run(label: str, injected: dict[str, Version]) -> EvalResult:
         on_run(label)
-        return await evaluate(scenario, client=client, heads=injected, config=config)
+        return await evaluate(scenario, client=client, heads=injected, config=config, on_task=lambda s: on_task())
 
     base = await run("current libraries", heads)
     cells = []
@@ -97,6 +100,12 @@ async def transfer(
             d = paired(with_.per_task(), without.per_task(), seed=config.seed)
             cells.append(Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high))
     return TransferResult(baseline=base.mean_at_k.value, tasks=len(base.tasks), k=config.k, cells=cells)
+
+
+def planned_runs(roles: list[str], heads: dict[str, Version]) -> int:
+    """Evaluation runs ``transfer`` makes: the current libraries, then one per role B for each
+    role A that has lessons."""
+    return 1 + len(roles) * sum(1 for a in roles if a in heads and heads[a].lessons)
 
 
 def _with(heads: dict[str, Version], role: str, extra: list, *, keep: bool = True) -> Version:

@@ -1,0 +1,155 @@
+"""A library file as a Markdown document for review (``mas library export``): every lesson with
+where it came from (the run and step whose version added it, and the last one that changed
+it) and its randomized evidence per role, and every role, with or without lessons. With
+``since``, only what changed in each library since its version ``since``: added, changed and
+deleted lessons, each with the step that did it.
+
+    ## solver
+
+    - **solver/0002** When the numbers are small, say each one aloud before using it.
+      - from: run maths-1, epoch 0, step 1 (v2)
+      - evidence: solver +0.20 [-0.05, +0.45] over 6 tasks; verifier (transfer trial) +0.10 [n/a, n/a] over 1 task
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mas.library.store import LibraryStore
+from mas.types import GLOBAL, Effect, Lesson, Version
+
+NO_EVIDENCE = "none yet (not shown at random to any role)"
+
+
+@dataclass
+class History:
+    """One library's lessons through its versions: the version that added each lesson id, the
+    last one that changed its text, and the one that deleted it."""
+
+    added: dict[str, Version] = field(default_factory=dict)
+    changed: dict[str, Version] = field(default_factory=dict)
+    deleted: dict[str, Version] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, versions: list[Version]) -> History:
+        history, before = cls(), {}
+        for v in versions:
+            now = {lesson.id: lesson.text for lesson in v.lessons}
+            for i, text in now.items():
+                if i not in before:
+                    history.added[i] = v
+                elif before[i] != text:
+                    history.changed[i] = v
+            for i in before.keys() - now.keys():
+                history.deleted[i] = v
+            before = now
+        return history
+
+
+def markdown(
+    store: LibraryStore,
+    effects: dict[tuple[str, str], Effect],
+    *,
+    roles: list[str] = (),
+    only: str | None = None,
+    since: int | None = None,
+) -> str:
+    """The document: the shared library, then every role (``roles`` and those with a library or
+    evidence), each with its lessons, or only the changes since version ``since``."""
+    heads = store.heads()
+    names = sorted({GLOBAL, *roles, *heads, *(role for role, _ in effects)}, key=lambda n: (n != GLOBAL, n))
+    title = "# Experience libraries" + (f": changes since version {since}" if since is not None else "")
+    parts = [title, "", _LEGEND, ""]
+    for name in names:
+        if only in (None, name):
+            versions = store.versions(name)
+            head = heads.get(name) or Version.empty(name)
+            parts += _section(name, head, versions, effects, since)
+    return "\n".join(parts)
+
+
+_LEGEND = (
+    "_Evidence: per role, the change in the team's success when the lesson is in that role's prompt, "
+    "from randomized exposure within groups of the same task, with its confidence bounds [low, high] "
+    "and the number of tasks; n/a: too few tasks for a bound._"
+)
+
+
+def _section(name, head: Version, versions: list[Version], effects, since: int | None) -> list[str]:
+    history = History.of(versions)
+    if since is None:
+        out = [f"## {name}", ""]
+        out += [line for lesson in head.lessons for line in _lesson(lesson, history, effects)]
+        out += [] if head.lessons else ["_(no lessons)_"]
+        return out + ["", f"_{_version(head)}_", ""]
+    old = next((v for v in versions if v.number == since), Version.empty(name) if since == 0 else None)
+    out = [f"## {name}", ""]
+    if head.number <= since:
+        return out + [f"_no change since version {since} (now version {head.number})_", ""]
+    if old is None:  # the library started after that version number: everything is new
+        old = Version.empty(name)
+    before, after = {x.id: x for x in old.lessons}, {x.id: x for x in head.lessons}
+    out.append(f"_version {old.number} -> {head.number}_")
+    out.append("")
+    for i in sorted(before.keys() | after.keys()):
+        if i not in after:
+            gone = history.deleted.get(i)
+            where = f" (by {_step(gone)})" if gone else ""
+            out.append(f"- deleted **{i}**{where}: {_one_line(before[i].text)}")
+        elif i not in before:
+            out += _lesson(after[i], history, effects, mark="added ")
+        elif before[i].text != after[i].text:
+            out += _lesson(after[i], history, effects, mark="changed ")
+            out.append(f"  - was: {_one_line(before[i].text)}")
+    if out[-1] == "":
+        out.append("_(no lesson changed)_")
+    return out + [""]
+
+
+def _lesson(lesson: Lesson, history: History, effects, *, mark: str = "") -> list[str]:
+    origin = history.added.get(lesson.id)
+    lines = [f"- {mark}**{lesson.id}** {_one_line(lesson.text)}"]
+    where = f"{_step(origin)} (v{origin.number})" if origin else "unknown"
+    changed = history.changed.get(lesson.id)
+    where += f"; changed by {_step(changed)} (v{changed.number})" if changed else ""
+    lines.append(f"  - from: {where}")
+    lines.append(f"  - evidence: {evidence(lesson.id, effects)}")
+    return lines
+
+
+def evidence(lesson: str, effects: dict[tuple[str, str], Effect]) -> str:
+    """The randomized evidence about ``lesson`` for every role it was shown to at random."""
+    found = sorted((e for (_, i), e in effects.items() if i == lesson), key=lambda e: e.role)
+    if not found:
+        return NO_EVIDENCE
+    return "; ".join(
+        f"{e.role}{' (transfer trial)' if e.trial else ''} {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] "
+        f"over {e.tasks} task{'s' * (e.tasks != 1)}"
+        for e in found
+    )
+
+
+_STAGES = {"fresh": "--fresh", "promotion": "a promotion pass", "prune": "pruning", "budget": "its token budget",
+           "direct": "lessons written directly"}  # fmt: skip
+"""What made a version that a step's edits did not."""
+
+
+def _step(version: Version) -> str:
+    p = version.provenance
+    if p is None:
+        return "a rollback"
+    what = f"run {p.run}, epoch {p.epoch}, step {p.step}"
+    return what if p.stage == "edit" else f"{what}, {_STAGES.get(p.stage, p.stage)}"
+
+
+def _version(version: Version) -> str:
+    return f"version {version.number}" + (f", last changed by {_step(version)}" if version.number else "")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _n(value: float) -> str:
+    return f"{value:+.2f}" if math.isfinite(value) else "n/a"
