@@ -16,20 +16,58 @@
 Any autogen ``ChatCompletionClient`` can be passed as ``client``.
 """
 
-from mas.config import EvalConfig, TrainConfig
-from mas.errors import ModelReplyError, UserError
-from mas.library.store import LibraryStore
-from mas.models.clients import open_client
-from mas.models.fake import FakeClient
-from mas.scenario import Scenario, custom_scenario, load_scenario
-from mas.studies.evaluate import EvalResult, evaluate
-from mas.team import system_message
-from mas.train import TrainResult, train
-from mas.types import Task, Version
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` stays cheap)
+    from mas.config import EvalConfig, TrainConfig
+    from mas.errors import ModelReplyError, UserError
+    from mas.library.store import LibraryStore
+    from mas.models.clients import open_client
+    from mas.models.fake import FakeClient
+    from mas.scenario import Scenario, custom_scenario, load_scenario
+    from mas.studies.evaluate import EvalResult, evaluate
+    from mas.team import system_message
+    from mas.train import TrainResult, train
+    from mas.types import Task, Version
+
+_WHERE = {
+    "EvalConfig": "mas.config",
+    "TrainConfig": "mas.config",
+    "ModelReplyError": "mas.errors",
+    "UserError": "mas.errors",
+    "LibraryStore": "mas.library.store",
+    "open_client": "mas.models.clients",
+    "FakeClient": "mas.models.fake",
+    "Scenario": "mas.scenario",
+    "custom_scenario": "mas.scenario",
+    "load_scenario": "mas.scenario",
+    "EvalResult": "mas.studies.evaluate",
+    "evaluate": "mas.studies.evaluate",
+    "system_message": "mas.team",
+    "TrainResult": "mas.train",
+    "train": "mas.train",
+    "Task": "mas.types",
+    "Version": "mas.types",
+}
+"""Where each public name lives: ``import mas`` imports none of them (a command such as
+``mas library show`` never needs autogen, sympy or matplotlib); the first use imports one."""
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'mas' has no attribute {name!r}")
+    value = getattr(import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
 
 
 def load_library(path: str) -> dict[str, Version]:
     """The latest version of every library in a library file, by library name."""
+    from mas.library.store import LibraryStore
+
     return LibraryStore(path).heads()
 
 

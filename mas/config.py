@@ -53,7 +53,7 @@ class PromotionPolicy(Frozen):
 class RolloutConfig(BaseModel):
     """What training and evaluation share: how the team's calls are made."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, defer_build=True)
 
     tasks: int | None = Field(None, ge=1)
     """Use the first N tasks (training tasks for training, held-out ones for evaluation)."""
@@ -129,6 +129,20 @@ PRESETS: dict[str, dict] = {
 """Named starting points, as optimizers have them: ``quick`` to see the loop work in minutes,
 ``paper`` for the paper's settings (100 tasks, 3 epochs, groups of 5). Explicit settings
 override a preset's."""
+
+
+ABLATIONS: dict[str, dict | str | None] = {
+    "no library": None,
+    "full": {},
+    "direct lessons": "direct",
+    "group size 1": {"group_size": 1},
+    "no ground truth": {"ground_truth": False},
+    "private only": {"promotion": PromotionPolicy(cadence="off"), "budget": Budget(inject_global=False)},
+    "global only": {"route": "global"},
+    "promotion off": {"promotion": PromotionPolicy(cadence="off")},
+}
+"""The variants of ``mas ablate`` (``mas.studies.ablate``), each as its changes to the
+training settings; None trains nothing, "direct" asks for lessons outright."""
 
 
 def train_config(preset: str | None = None, **settings) -> TrainConfig:

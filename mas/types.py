@@ -19,7 +19,7 @@ GLOBAL = "global"
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
 
 # -- tasks -------------------------------------------------------------------------------
@@ -384,7 +384,9 @@ class Effect(Frozen):
     """The randomized evidence about one lesson for one role: within groups of rollouts of
     the same task, the rollouts shown the lesson against those not shown it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, ser_json_inf_nan="constants"
+    )
     role: str
     lesson: str
     tasks: int

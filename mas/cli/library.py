@@ -3,34 +3,22 @@ library files without running the team."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import networkx as nx
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from mas import paths
 from mas.cli.options import option, settings
 from mas.config import PromotionPolicy
 from mas.errors import UserError
-from mas.library import graph as usage_graph
-from mas.library import hierarchy
-from mas.library.hierarchy import promote
-from mas.library.inject import role_block
-from mas.library.logs import SideFiles
-from mas.library.store import LibraryStore, NotCorrupt, diff, export_markdown
-from mas.models.clients import open_client
-from mas.paths import atomic_write
-from mas.redact import redact
-from mas.studies.graph_view import render
-from mas.types import Budget, Provenance
+
+if TYPE_CHECKING:
+    from mas.library.store import LibraryStore
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
@@ -69,6 +57,8 @@ def library_diff(
     new: Annotated[int | None, typer.Argument(help="New version number [latest].")] = None,
 ) -> None:
     """What changed in ROLE's library between two versions."""
+    from mas.library.store import diff
+
     store = _store(which)
     newer = store.head(role) if new is None else store.version(role, new)
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
@@ -83,6 +73,9 @@ def library_export(
     task: str | None = typer.Option(None, help="The task text the block is chosen for (--format prompt)."),
 ) -> None:
     """Export the latest libraries as Markdown, or one role's prompt block."""
+    from mas.library.inject import role_block
+    from mas.library.store import export_markdown
+
     store = _store(which)
     heads = {  # each lesson on its own line, whatever it holds
         name: v.model_copy(update={"lessons": [x.model_copy(update={"text": shown(x.text)}) for x in v.lessons]})
@@ -113,6 +106,8 @@ def library_rollback(
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
+    from mas.library.logs import SideFiles
+
     log = SideFiles(store.path).quarantine
     rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
     if not rows:
@@ -129,6 +124,8 @@ def _store(which: str) -> LibraryStore:
         raise UserError(f"{path}: no such library file")
     if path.is_dir():
         raise UserError(f"{path}: a folder, not a library file")
+    from mas.library.store import LibraryStore
+
     return LibraryStore(path)
 
 
@@ -181,6 +178,15 @@ def promote_command(
 ) -> None:
     """A promotion pass on the randomized evidence: promote lessons shown to help several roles,
     demote global lessons that no longer do, prune lessons that no longer help their role."""
+    import asyncio
+    from datetime import datetime
+
+    from rich.table import Table
+
+    from mas.library.hierarchy import promote
+    from mas.models.clients import open_client
+    from mas.types import Budget, Provenance
+
     store = _store(which)
     policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
     stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
@@ -219,6 +225,15 @@ def graph_export(
 ) -> None:
     """Write the usage graph: roles, lessons, the randomized evidence on each role -> lesson
     edge (trial edges for transfer trials), and the promotions."""
+    import networkx as nx
+
+    from mas.library import graph as usage_graph
+    from mas.library import hierarchy
+    from mas.library.logs import SideFiles
+    from mas.paths import atomic_write
+    from mas.redact import redact
+    from mas.studies.graph_view import render
+
     store = _store(which)
     side = SideFiles(store.path)
     target = side.graph(format) if output is None else _output(output, side)
@@ -241,7 +256,7 @@ def graph_export(
     _say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
 
-def _output(output: Path, side: SideFiles) -> Path:
+def _output(output: Path, side) -> Path:
     """An output path that replaces no file of the library (through symlinks too) and that
     names a file in an existing folder."""
     try:
@@ -261,6 +276,9 @@ def _output(output: Path, side: SideFiles) -> Path:
 def library_recover(which: Which) -> None:
     """Restore a corrupt library file from its backup (the last good version, <file>.bak), and
     set aside the bad lines of its logs (in <log>.bad)."""
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore, NotCorrupt
+
     store = LibraryStore(_library_path(which))
     if store.path.is_dir():
         raise UserError(f"{store.path}: a folder, not a library file")

@@ -8,44 +8,36 @@ for a terminal.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
 from collections.abc import Iterator
-from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from typer.exceptions import TyperException
 
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
-from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
-from mas.cost import price_for, stage_costs
+from mas.config import ABLATIONS, PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.errors import UserError
-from mas.library.logs import SideFiles
-from mas.library.store import LibraryStore
-from mas.models.clients import open_client
 from mas.redact import redact
-from mas.scenario import load_scenario
-from mas.studies.ablate import VARIANTS, ablate
-from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
-from mas.studies.evaluate import compare as compare_results
-from mas.studies.report import write_report
-from mas.studies.transfer import from_trials as from_trials_of
-from mas.studies.transfer import transfer
 from mas.tools import isolation
-from mas.train import train
-from mas.types import Budget, StepReport
+from mas.types import Budget
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from mas.studies.evaluate import EvalResult
+    from mas.types import StepReport
+
+# Only what declaring the commands needs is imported here: `mas --help` and `mas library show`
+# never load autogen, sympy, networkx or matplotlib. Each command imports what it runs.
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -87,6 +79,8 @@ UnsafePython = Annotated[
 
 def _version(value: bool) -> None:
     if value:
+        from importlib.metadata import version
+
         print(f"mas {version('mas')}")
         raise typer.Exit()
 
@@ -134,6 +128,12 @@ def train_command(
     unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """Train the role libraries of SCENARIO with Training-Free GRPO."""
+    from mas.cost import price_for
+    from mas.library.store import LibraryStore
+    from mas.models.clients import open_client
+    from mas.scenario import load_scenario
+    from mas.train import train
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario, test_file=test_file)
     config = settings(
@@ -205,6 +205,15 @@ def eval_command(
 
     Each library is evaluated with the prompt composition it was trained with, and a task any
     of them was trained on is refused."""
+    from rich.table import Table
+
+    from mas.cost import price_for, stage_costs
+    from mas.library.store import LibraryStore
+    from mas.models.clients import open_client
+    from mas.scenario import load_scenario
+    from mas.studies.evaluate import check_held_out, evaluate, library_config
+    from mas.studies.evaluate import compare as compare_results
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario, test_file=test_file)
     config = settings(
@@ -283,6 +292,14 @@ def transfer_command(
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
     with --from-trials, the change in success rate the randomized transfer trials measured)."""
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore
+    from mas.models.clients import open_client
+    from mas.scenario import load_scenario
+    from mas.studies.evaluate import check_held_out, library_config
+    from mas.studies.transfer import from_trials as from_trials_of
+    from mas.studies.transfer import transfer
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario, test_file=test_file)
     path = library or paths.library_file(spec.name)
@@ -310,6 +327,8 @@ def transfer_command(
 
 
 def _print_transfer(roles: list[str], result, as_json: bool) -> None:
+    from rich.table import Table
+
     if as_json:
         print(result.model_dump_json(indent=1))
         return
@@ -329,7 +348,7 @@ def _print_transfer(roles: list[str], result, as_json: bool) -> None:
 def ablate_command(
     scenario: ScenarioArg,
     model: Model = "local",
-    variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(VARIANTS)}."),
+    variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(ABLATIONS)}."),
     tasks: int = typer.Option(8, min=1, help="Training tasks."),
     test_tasks: int = typer.Option(20, min=1, help="Held-out tasks."),
     epochs: int = option(TrainConfig, "epochs"),
@@ -347,12 +366,19 @@ def ablate_command(
     unsafe_python_tool: UnsafePython = False,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
+    from rich.table import Table
+
+    from mas.cost import price_for
+    from mas.models.clients import open_client
+    from mas.scenario import load_scenario
+    from mas.studies.ablate import ablate
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = load_scenario(scenario)
-    chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
-    unknown = [v for v in chosen if v not in VARIANTS]
+    chosen = [v.strip() for v in variants.split(",")] if variants else list(ABLATIONS)
+    unknown = [v for v in chosen if v not in ABLATIONS]
     if unknown:
-        raise UserError(f"--variants: unknown {', '.join(map(repr, unknown))} (known: {', '.join(VARIANTS)})")
+        raise UserError(f"--variants: unknown {', '.join(map(repr, unknown))} (known: {', '.join(ABLATIONS)})")
     if "no library" not in chosen:
         chosen.insert(0, "no library")
     train_config = settings(
@@ -399,6 +425,8 @@ def report_command(
     output: Path | None = typer.Option(None, help="Folder for report.md and the PNG plots.", show_default="report"),
 ) -> None:
     """Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."""
+    from mas.studies.report import write_report
+
     path = write_report(run_dirs, output or paths.report_dir())
     out.print(f"wrote {path}")
 
@@ -437,6 +465,8 @@ def _allow_unsafe_python(allowed: bool) -> None:
 @contextlib.contextmanager
 def _progress() -> Iterator[Progress]:
     """A progress bar on stderr that an error removes, so that the error's line is all there is."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     )
@@ -459,6 +489,9 @@ class Interrupted(Exception):
 def _run(coroutine, *, resume: str = "nothing to resume: run the command again"):
     """Run the coroutine. Ctrl-C and SIGTERM cancel it (so the embedded server is stopped and
     no journal line is left half written) and raise ``Interrupted``."""
+    import asyncio
+    import logging
+
     # autogen logs every failed agent turn with a traceback; mas counts them in its reports.
     logging.getLogger("autogen_core").setLevel(logging.CRITICAL)
     got: list[int] = []
