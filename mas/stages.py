@@ -172,7 +172,7 @@ async def summarize(ctx: Context, group: Group) -> list[Summary]:
 
     async def one(r: Rollout) -> Summary | None:
         traces = "\n\n".join(texts.trace(t, shown) for t in r.traces)
-        cap = min(4000, 250 + 200 * len(roles) + tokens(traces) // 2)
+        cap = min(4000, 250 + 200 * len(roles) + tokens(traces, ctx.config.budget.tokenizer) // 2)
         return await _journaled(
             ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", summary_schema(roles), cap,
             system_objective=ctx.scenario.description, system_team=texts.team(ctx.scenario),

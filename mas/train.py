@@ -27,6 +27,7 @@ from mas.library import hierarchy
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
+from mas.models.tokens import resolve, tokenizer
 from mas.models.wrappers import Limited
 from mas.paths import atomic_write
 from mas.redact import redact_data
@@ -59,6 +60,7 @@ async def train(
     The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
     training run, or a rollback, promote, recover or graph export of the same library, is
     refused at once, since it would change the library under the steps of this one."""
+    config = with_tokenizer(config, client)
     new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
         if new is not None:
@@ -160,6 +162,7 @@ async def _step(
         cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
         endpoint=endpoint_counts(client).minus(before) if before else None,
+        tokens_counted=tokenizer(config.budget.tokenizer).label,
         **_role_spend(groups, scenario.role_names, price),
     )
 
@@ -179,6 +182,14 @@ async def _edit(
             refused += caught
             versions.append(stages.apply_edits(ctx, library, edits, bad))
     return versions, refused
+
+
+def with_tokenizer(config: TrainConfig, client: ChatCompletionClient) -> TrainConfig:
+    """``config`` with its budget's ``model`` tokenizer named: the run records what counted."""
+    budget = config.budget
+    return config.model_copy(
+        update={"budget": budget.model_copy(update={"tokenizer": resolve(budget.tokenizer, client)})}
+    )
 
 
 def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:

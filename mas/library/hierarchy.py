@@ -59,7 +59,9 @@ def enforce_budgets(
 ) -> list[Version]:
     """Retire the weakest-evidenced lessons of every library over its cap, by delete edits."""
     heads = store.heads()
-    over = [v for v in heads.values() if sum(tokens(l.text) for l in v.lessons) > budget.cap(v.library)]
+    over = [
+        v for v in heads.values() if sum(tokens(l.text, budget.tokenizer) for l in v.lessons) > budget.cap(v.library)
+    ]
     if not over:
         return []
     known = effects(store, policy)
@@ -71,7 +73,7 @@ def enforce_budgets(
             found = [e for (role, i), e in known.items() if i == lesson_id and (library == GLOBAL or role == library)]
             return max((e.lcb if e.tasks > 1 else e.effect for e in found), default=0.0)
 
-        deletes = retirements(head, cap=budget.cap(head.library), strength=strength)
+        deletes = retirements(head, cap=budget.cap(head.library), strength=strength, spec=budget.tokenizer)
         versions.append(apply(head, deletes, provenance=stamp)[0])
     store.commit(versions)
     return versions

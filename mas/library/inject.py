@@ -25,12 +25,12 @@ from mas.types import GLOBAL, Budget, Lesson, Version
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
 
-def select(version: Version | None, *, limit: int, query: str | None = None) -> list[Lesson]:
-    """Lessons of ``version`` within ``limit`` tokens: most relevant to ``query`` first (id
-    order without one), returned in id order so the prompt text stays stable."""
+def select(version: Version | None, *, limit: int, query: str | None = None, tokenizer: str = "words") -> list[Lesson]:
+    """Lessons of ``version`` within ``limit`` tokens (of ``tokenizer``): most relevant to
+    ``query`` first (id order without one), returned in id order so the prompt text stays stable."""
     if not version or not version.lessons:
         return []
-    prepared = _prepare(version)
+    prepared = _prepare(version, tokenizer)
     order: Iterable[int] = range(len(prepared.ordered))
     if query:
         scores = _scores(version.library, version.number, prepared.texts, query)
@@ -58,19 +58,20 @@ class _Prepared:
     texts: tuple[str, ...]
 
 
-_PREPARED: OrderedDict[int, _Prepared] = OrderedDict()
+_PREPARED: OrderedDict[tuple[int, str], _Prepared] = OrderedDict()
 
 
-def _prepare(version: Version) -> _Prepared:
-    """Cached per version (versions are values: their lesson lists are never changed in place);
-    the entry holds the list itself, so its id cannot be reused while the entry lives."""
-    key = id(version.lessons)
+def _prepare(version: Version, tokenizer: str) -> _Prepared:
+    """Cached per version and tokenizer (versions are values: their lesson lists are never
+    changed in place); the entry holds the list itself, so its id cannot be reused while the
+    entry lives."""
+    key = (id(version.lessons), tokenizer)
     hit = _PREPARED.get(key)
     if hit is not None and hit.lessons is version.lessons and len(hit.ordered) == len(version.lessons):
         _PREPARED.move_to_end(key)
         return hit
     ordered = sorted(version.lessons, key=lambda l: l.id)
-    costs = [tokens(l.text) for l in ordered]
+    costs = [tokens(l.text, tokenizer) for l in ordered]
     hit = _Prepared(version.lessons, ordered, costs, min(costs), tuple(l.text for l in ordered))
     _PREPARED[key] = hit
     while len(_PREPARED) > 64:
@@ -132,10 +133,11 @@ def injected(
 ) -> tuple[list[Lesson], list[Lesson]]:
     """The lessons ``budget`` lets into ``role``'s prompt for ``task``: the whole global library
     (up to its cap), and the private lessons most relevant to the task (or all, in id order)."""
-    shared = select(heads.get(GLOBAL), limit=budget.global_tokens) if budget.inject_global else []
+    spec = budget.tokenizer
+    shared = select(heads.get(GLOBAL), limit=budget.global_tokens, tokenizer=spec) if budget.inject_global else []
     query = task if budget.inject == "relevant" else None
     limit = budget.inject_tokens if budget.inject == "relevant" else budget.private_tokens
-    return shared, select(heads.get(role), limit=limit, query=query)
+    return shared, select(heads.get(role), limit=limit, query=query, tokenizer=spec)
 
 
 def role_block(

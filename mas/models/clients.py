@@ -23,6 +23,7 @@ from mas.errors import UserError
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.fake import FakeClient
 from mas.models.faults import check_completion
+from mas.models.tokens import spec_for_model
 from mas.models.wrappers import Limited
 
 OPEN_MODEL_INFO = ModelInfo(
@@ -101,6 +102,7 @@ def _openai(model: str, url: str | None, key: str, *, embedded: bool, call_timeo
         inner, schema_in_format=embedded, text_tools=embedded, name=model,
         call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX,
         secrets=() if embedded else (key, *_credentials(url)),
+        tokenizer="embedded" if embedded else spec_for_model(f"openai:{model}"),
     )  # fmt: skip
 
 

@@ -55,7 +55,7 @@ class Adapted(Delegating):
     times (backoff from ``backoff`` seconds, doubled, capped at ``backoff_max``, with jitter;
     a ``Retry-After`` header is honoured instead). ``counts`` keeps what happened.
     ``secrets`` (the API key) are cut out of every error message, and of everything mas
-    writes (``mas.redact.remember``).
+    writes (``mas.redact.remember``). ``tokenizer`` names the model's tokenizer.
     """
 
     def __init__(
@@ -70,8 +70,11 @@ class Adapted(Delegating):
         backoff: float = BACKOFF,
         backoff_max: float = BACKOFF_MAX,
         secrets: Sequence[str] = (),
+        tokenizer: str = "words",
     ):
         super().__init__(inner)
+        self.tokenizer_spec = tokenizer
+        """The model's tokenizer (``mas.models.tokens``), for budgets set to ``model``."""
         self.schema_in_format, self.text_tools, self.name = schema_in_format, text_tools, name
         self.call_timeout, self.max_retries, self.backoff, self.backoff_max = (
             call_timeout,
