@@ -78,7 +78,9 @@ async def test_a_reply_cut_at_the_token_limit_is_refused_not_repaired():
 async def test_over_long_notes_are_cut_to_their_field_but_lessons_never_are():
     schema = summary_schema(("planner", "solver"))
     reply = json.dumps({"roles": [{"role": "solver", "steps": ["s"], "missed": "n" * 900}], "outcome": "o" * 5000})
-    values = dict(system_objective="o", system_team="t", question="q", truth="1", answer="1", reward="1", traces="t")
+    values = dict(
+        system_objective="o", system_team="t", question="q", truth="1", answer="1", reward="1", lessons="l", traces="t"
+    )
     summary = await ask(
         Scripted(reply), "summary", schema, meter=Meter(), seed=0, temperature=0, max_tokens=50, **values
     )

@@ -11,8 +11,8 @@ from mas.library.inject import role_block
 from mas.models import tokens
 from mas.models.endpoint import Adapted
 from mas.models.fake import FakeClient
+from mas.models.limiter import Limited
 from mas.models.tokens import resolve, spec_for_model, spec_of, tokenizer
-from mas.models.wrappers import Limited
 from mas.scenario import load_scenario
 from mas.testing import train_on_fake
 from mas.types import Budget, Lesson, Provenance, Version
@@ -64,6 +64,7 @@ def test_the_embedded_models_vocabulary_counts_real_tokens():
     tok = tokenizer("embedded")
     assert not tok.fallback and "GGUF" in tok.label
     assert tok.count("") == 0
+    assert len(tok.encode(MIXED)) == tok.count(MIXED)
     # numbers, ids and non-English text take many more tokens than words
     assert tok.count(MIXED) > 1.5 * tokenizer("words").count(MIXED)
 
@@ -95,7 +96,7 @@ def test_the_tokenizer_of_a_client_is_found_through_its_wrappers():
 
 def test_injection_stays_within_the_budget_in_the_budgets_tokenizer(monkeypatch):
     """A tokenizer that counts every character: the budget holds in its counts, not in words."""
-    monkeypatch.setattr(tokens, "_gguf", lambda path: len)
+    monkeypatch.setattr(tokens, "_gguf", lambda path: (len, list))
     lessons = [Lesson(id=f"solver/{i:04d}", text=f"When step {i} has 12345 in it, check it.") for i in range(1, 40)]
     heads = {"solver": Version(library="solver", number=1, lessons=lessons, next_id=40)}
     budget = Budget(inject_tokens=120, tokenizer="gguf:chars")

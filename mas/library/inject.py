@@ -111,18 +111,33 @@ class Block(NamedTuple):
 HEADER = "Lessons learned from earlier tasks of this kind; follow them when they apply."
 
 
+TEAM, ROLE = "For the whole team:", "For your role:"
+
+
 def render_block(shared: list[Lesson], own: list[Lesson], *, stable: frozenset[str] | None = None) -> Block:
-    """The exact text placed in a role's system message: the global lessons, then the role's
-    own. Within each part the lessons every rollout shows (``stable``; all of them when None)
-    come first, then the ones under evaluation, each in id order, so the prefix is identical
-    across calls and provider prompt caching can reuse it; training and inference both build
-    it here."""
+    """The exact text placed in a role's system message, what every call shows first and what
+    varies last, so that providers' prompt caches (and llama.cpp's) reuse the longest prefix:
+
+    1. the global lessons every rollout shows, then the role's own (``stable``; all of them
+       when None, as at inference), each in id order;
+    2. the role's lessons under evaluation and its transfer trials, which differ from rollout
+       to rollout by design (randomized exposure), continuing the role's list;
+    3. the global lessons under evaluation, under the global heading again.
+
+    Training and inference both build it here; at inference (nothing under evaluation) it is
+    the global lessons then the role's, in id order."""
+    fixed = (lambda lesson: True) if stable is None else (lambda lesson: lesson.id in stable)
+    by_id = lambda lessons: sorted(lessons, key=lambda l: l.id)  # noqa: E731
+    parts = [
+        (TEAM, by_id(l for l in shared if fixed(l))),
+        (ROLE, by_id(l for l in own if fixed(l)) + by_id(l for l in own if not fixed(l))),
+        (TEAM, by_id(l for l in shared if not fixed(l))),
+    ]
     sections, shown = [], []
-    for title, lessons in (("For the whole team:", shared), ("For your role:", own)):
+    for title, lessons in parts:
         if lessons:
-            ordered = sorted(lessons, key=lambda l: (stable is not None and l.id not in stable, l.id))
-            shown += [lesson.id for lesson in ordered]
-            sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in ordered))
+            shown += [lesson.id for lesson in lessons]
+            sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in lessons))
     if not sections:
         return Block("", [])
     return Block(HEADER + "\n" + "\n".join(sections), shown)

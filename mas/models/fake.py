@@ -264,7 +264,8 @@ def _summary(request: Request, body: str) -> dict:
     roles = []
     for section in body.split("\n## ")[1:]:
         role = section.split("\n", 1)[0].strip()
-        ids = re.findall(r"^  \[(\S+)\] ", section, re.M)
+        listed = re.search(r"^Lessons shown: (.*)$", section, re.M)
+        ids = [i for i in listed.group(1).split(", ") if i != "none"] if listed else []
         applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
         roles.append({"role": role, "steps": [f"{role} took its turn."], "applied": applied})
     return {"roles": roles, "outcome": "correct" if won else "wrong"}

@@ -40,6 +40,8 @@ class Tokenizer(NamedTuple):
     label: str
     """What actually counts, for reports: the tokenizer, or ``words (fallback: why)``."""
     count: Callable[[str], int]
+    encode: Callable[[str], list]
+    """The tokens themselves (ids; the words for ``words``), e.g. to measure shared prefixes."""
 
     @property
     def fallback(self) -> bool:
@@ -51,24 +53,28 @@ def words(text: str) -> int:
     return len(_WORD.findall(text))
 
 
+def _words(spec: str, label: str) -> Tokenizer:
+    return Tokenizer(spec, label, words, _WORD.findall)
+
+
 @lru_cache(maxsize=16)
 def tokenizer(spec: str) -> Tokenizer:
     """The tokenizer named by ``spec``; words, labelled as a fallback, when it cannot be loaded."""
     try:
         if spec == "words":
-            return Tokenizer(spec, "words and punctuation marks", words)
+            return _words(spec, "words and punctuation marks")
         if spec.startswith("tiktoken:"):
-            return Tokenizer(spec, f"tiktoken {spec[9:]}", _tiktoken(spec[9:]))
+            return Tokenizer(spec, f"tiktoken {spec[9:]}", *_tiktoken(spec[9:]))
         if spec == "embedded" or spec.startswith("gguf:"):
             path = _embedded_path() if spec == "embedded" else spec[5:]
-            return Tokenizer(spec, f"{_name(path)} (GGUF vocabulary, llama.cpp)", _gguf(path))
+            return Tokenizer(spec, f"{_name(path)} (GGUF vocabulary, llama.cpp)", *_gguf(path))
         if spec == "model":  # not resolved against a client (``resolve``): a prompt built outside a run
-            return Tokenizer(spec, "words (fallback: no model named)", words)
+            return _words(spec, "words (fallback: no model named)")
         reason = "unknown tokenizer"
     except Exception as exc:  # any failure to load: count words, and say so
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
     log.warning("counting tokens as words: %s: %s", spec, reason)
-    return Tokenizer(spec, f"words (fallback: {spec} unavailable: {reason})", words)
+    return _words(spec, f"words (fallback: {spec} unavailable: {reason})")
 
 
 def spec_for_model(model: str) -> str:
@@ -113,11 +119,12 @@ def resolve(spec: str, client: object) -> str:
 # -- loading
 
 
-def _tiktoken(encoding: str) -> Callable[[str], int]:
+def _tiktoken(encoding: str) -> tuple[Callable[[str], int], Callable[[str], list]]:
     import tiktoken
 
     enc = tiktoken.get_encoding(encoding)  # downloads its file at first use: fails without network
-    return lambda text: len(enc.encode(text, disallowed_special=()))
+    encode = lambda text: enc.encode(text, disallowed_special=())  # noqa: E731
+    return (lambda text: len(encode(text))), encode
 
 
 def _embedded_path() -> str:
@@ -133,7 +140,7 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".gguf")
 
 
-def _gguf(path: str) -> Callable[[str], int]:
+def _gguf(path: str) -> tuple[Callable[[str], int], Callable[[str], list]]:
     """Count with a GGUF file's vocabulary: llama.cpp loads it without the weights (a few MB,
     a fraction of a second), and asks ``llama_tokenize`` for the length only."""
     import llama_cpp
@@ -153,7 +160,14 @@ def _gguf(path: str) -> Callable[[str], int]:
         n = llama_cpp.llama_tokenize(vocab, data, len(data), None, 0, False, False)
         return -n if n < 0 else n  # with no room for tokens, it returns minus the count
 
-    return count
+    def encode(text: str) -> list[int]:
+        data = text.encode("utf-8", "surrogatepass")
+        room = count(text)
+        ids = (llama_cpp.llama_token * max(room, 1))()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), ids, room, False, False)
+        return list(ids[:n])
+
+    return count, encode
 
 
 _LOADED: list = []
