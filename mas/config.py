@@ -65,9 +65,11 @@ class RolloutConfig(BaseModel):
     """Completion cap for each of the team's calls."""
     rollout_timeout: float = Field(300.0, gt=0)
     """Seconds before a team rollout is cancelled (it then scores 0)."""
-    concurrency: int = Field(4, ge=1)
-    """Model calls in flight at once, across rollouts and learning calls. Above the
-    endpoint's own limit, requests wait there and no slot idles between calls."""
+    concurrency: int | None = Field(None, ge=1)
+    """Model calls in flight at once, across rollouts and learning calls; unset, as many as the
+    endpoint takes: the number grows while latency holds and backs off on 429 and on rising
+    latency (``mas.models.limiter``). Set by hand, about twice the endpoint's own slots: the
+    requests waiting there keep every slot busy between calls."""
     call_timeout: float = Field(120.0, gt=0)
     """Seconds one attempt of one model call may take before it is cut and retried."""
     retries: int = Field(4, ge=0)

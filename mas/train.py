@@ -27,8 +27,8 @@ from mas.library import hierarchy
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
+from mas.models.limiter import Limited
 from mas.models.tokens import resolve, tokenizer
-from mas.models.wrappers import Limited
 from mas.paths import atomic_write
 from mas.redact import redact_data
 from mas.scenario import Scenario

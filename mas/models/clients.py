@@ -23,8 +23,8 @@ from mas.errors import UserError
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.fake import FakeClient
 from mas.models.faults import check_completion
+from mas.models.limiter import Limited
 from mas.models.tokens import spec_for_model
-from mas.models.wrappers import Limited
 
 OPEN_MODEL_INFO = ModelInfo(
     vision=False, function_calling=True, json_output=True, structured_output=False, family="unknown"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from autogen_core import CancellationToken
@@ -27,6 +28,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from mas.errors import EndpointError
 from mas.models import texttools
 from mas.models.faults import BadBody, Transient, retry_after
+from mas.models.limiter import backoff, rate_limited
 from mas.models.wrappers import Delegating
 from mas.redact import redact, remember
 from mas.types import EndpointCounts
@@ -106,7 +108,7 @@ class Adapted(Delegating):
         if isinstance(json_output, type):
             fmt = {"type": "json_object"}
             if self.schema_in_format:
-                fmt["schema"] = grammar_safe(json_output.model_json_schema())
+                fmt["schema"] = _grammar_schema(json_output)
             extra["response_format"] = fmt
             json_output = None
         if self.text_tools and (tools or texttools.has_tool_history(messages)):
@@ -143,7 +145,7 @@ class Adapted(Delegating):
         async def sleep(seconds: float) -> None:
             if token is not None and token.is_cancelled():
                 raise asyncio.CancelledError()
-            waiting = asyncio.ensure_future(asyncio.sleep(seconds))
+            waiting = asyncio.ensure_future(backoff(seconds))  # out of the in-flight limit meanwhile
             if token is not None:
                 token.link_future(waiting)
             await waiting
@@ -189,6 +191,8 @@ class Adapted(Delegating):
             raise self._fault(Transient("bad_body", str(exc))) from None
         except openai.APIStatusError as exc:
             status, message = exc.status_code, f"{type(exc).__name__}: {exc}"
+            if status == 429:
+                rate_limited()  # the in-flight limit learns the endpoint took fewer calls
             if status in (408, 409, 429) or status >= 500:
                 wait = retry_after(exc.response.headers)
                 if wait is not None and wait > MAX_RETRY_AFTER:
@@ -235,6 +239,11 @@ def endpoint_counts(client: ChatCompletionClient) -> EndpointCounts | None:
             return client.counts
         client, seen = getattr(client, "inner", None), seen + 1
     return None
+
+
+@lru_cache(maxsize=256)
+def _grammar_schema(model: type[BaseModel]) -> dict:
+    return grammar_safe(model.model_json_schema())
 
 
 def grammar_safe(schema: object) -> object:

@@ -1,9 +1,8 @@
-"""Clients that wrap another client: forwarding everything (``Delegating``), at most n calls
-in flight (``Limited``), a rollout's seed and settings on every call (``Seeded``)."""
+"""Clients that wrap another client: forwarding everything (``Delegating``), a rollout's seed
+and settings on every call (``Seeded``); the in-flight limit is ``mas.models.limiter.Limited``."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, CreateResult, ModelInfo
@@ -45,18 +44,6 @@ class Delegating(ChatCompletionClient):
     @property
     def model_info(self) -> ModelInfo:
         return self.inner.model_info
-
-
-class Limited(Delegating):
-    """At most ``n`` calls in flight, across every rollout and learning call of a run."""
-
-    def __init__(self, inner: ChatCompletionClient, n: int):
-        super().__init__(inner)
-        self.slots = asyncio.Semaphore(n)
-
-    async def create(self, messages, **kwargs) -> CreateResult:
-        async with self.slots:
-            return await self.inner.create(messages, **kwargs)
 
 
 class Seeded(Delegating):

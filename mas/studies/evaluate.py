@@ -18,8 +18,8 @@ from mas.config import EvalConfig
 from mas.errors import UserError
 from mas.library.store import LibraryStore
 from mas.meter import Meter
+from mas.models.limiter import Limited
 from mas.models.tokens import resolve
-from mas.models.wrappers import Limited
 from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
 from mas.team import run_rollout

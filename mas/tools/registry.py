@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autogen_core.tools import BaseTool, FunctionTool
+from autogen_core.tools import BaseTool
 
 from mas.tools import isolation
 from mas.tools.calculator import calculate
 from mas.tools.sandbox import run_python
-from mas.tools.search import open_tool, search_tool
+from mas.tools.search import CachedTool, open_tool, search_tool
 from mas.types import Task
 
 
@@ -33,8 +33,8 @@ def python_tool(task: Task) -> BaseTool:
     return _PYTHON
 
 
-_CALCULATOR = FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)
-_PYTHON = FunctionTool(python, description=python.__doc__ or "", strict=False)
+_CALCULATOR = CachedTool(calculator, description=calculator.__doc__ or "", strict=False)
+_PYTHON = CachedTool(python, description=python.__doc__ or "", strict=False)
 
 TOOLS: dict[str, Callable[[Task], BaseTool]] = {
     "calculator": lambda task: _CALCULATOR,
