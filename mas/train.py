@@ -43,6 +43,14 @@ class TrainResult(BaseModel):
     stopped: str | None = None
     """Why the run ended early (the dollar budget), or None when it finished."""
 
+    def __repr_args__(self):
+        """Short: ``asyncio.run`` formats its task's result as it restores the signal handlers,
+        and a run of thousands of steps took most of a second to print."""
+        yield "run", self.run
+        yield "steps", f"<{len(self.steps)} step reports>"
+        yield "cost_usd", self.cost_usd
+        yield "stopped", self.stopped
+
 
 async def train(
     scenario: Scenario,
@@ -74,9 +82,9 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
     tasks = scenario.tasks[: config.tasks]
     steps_per_epoch = -(-len(tasks) // config.batch_size)
     reports: list[StepReport] = []
+    spent = 0.0
     for epoch in range(config.epochs):
         for step, batch in enumerate(_batches(_order(tasks, config, epoch), config.batch_size)):
-            spent = sum(r.cost_usd for r in reports)
             if config.budget_usd is not None and spent >= config.budget_usd:
                 stopped = f"budget: ${spent:.4f} spent of ${config.budget_usd:g}; start again with a larger --budget-usd to go on"
                 return TrainResult(
@@ -94,6 +102,7 @@ async def _train(scenario, client, store, run_dir, config, model_name, price, on
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
             reports.append(StepReport.model_validate(done))
+            spent += reports[-1].cost_usd
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
 
 
