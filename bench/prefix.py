@@ -15,9 +15,11 @@ The libraries: 20 lessons per role and 5 global ones ("When ..., ..." sentences)
 usage log gives each role's first 15 lessons, and the global ones, a randomized effect above 0
 over 8 tasks (established); the last 5 of each role are new, under evaluation. Everything else
 is the default: each lesson under evaluation is shown to half the rollouts of a group, an
-established one is retested in 30% of the steps, 300 tokens of private lessons per prompt.
-So by design about half of a role's lessons vary from rollout to rollout: the shares are also
-given with every lesson established, and with none, for what the design costs.
+established one is retested in 30% of the groups (drawn per group: see ``exposure.py`` for why
+not per step), 300 tokens of private lessons per prompt, picked per task by BM25. So by design
+about half of a role's lessons vary from group to group or rollout to rollout, and the stable
+prefix ends at the first of them: the shares are also given with every lesson established, and
+with none, for what the design costs.
 
 ``--embedded`` also times one small step (2 tasks, G = 3, 32-token replies) on the embedded
 server with each order, alternately: llama.cpp keeps the KV cache of the previous request and
@@ -43,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mas import templates
 from mas import texts as texts_module
 from mas.config import PromotionPolicy, TrainConfig
-from mas.library import exposure, inject
+from mas.library import inject
 from mas.library.edits import apply
 from mas.library.hierarchy import record_usage
 from mas.library.store import LibraryStore
@@ -137,11 +139,11 @@ TRACE = texts_module.trace
 
 @contextlib.contextmanager
 def legacy_order():
-    """Prompts as they were: trials of the global library before the role's stable lessons, a
-    retest drawn per group (so the stable set differs from task to task), the task before the
-    libraries in the advantage prompt, the team's answer before the traces in the summary
-    prompt, and the edit prompt naming its library in its first line."""
-    saved = inject.render_block, exposure._unit, templates.template, texts_module.trace, texts_module.shown_lessons
+    """Prompts as they were: the global lessons under evaluation before the role's stable ones,
+    the task before the libraries in the advantage prompt, the team's answer before the traces
+    and each role's lessons in its trace in the summary prompt, and the edit prompt naming its
+    library in its first line."""
+    saved = inject.render_block, templates.template, texts_module.trace, texts_module.shown_lessons
     edit_system = templates.template("edit.system").template
     edit_system = edit_system.replace("The list you keep: $library.\nWho reads it: $reader\n\n", "")
     edit_system = edit_system.replace(
@@ -150,18 +152,12 @@ def legacy_order():
     ).replace("What the team does: $objective\n", "What the team does: $objective\n\nWho reads this list: $reader\n")
     legacy = {**{k: Template(v) for k, v in LEGACY_TEMPLATES.items()}, "edit.system": Template(edit_system)}
     inject.render_block = legacy_render_block
-    unit = exposure._unit
-    exposure._unit = lambda *key: unit(*key[:3], TASK[0], *key[3:]) if key[-1] == "retest" else unit(*key)
-    templates.template = lambda name: legacy.get(name) or saved[2](name)
+    templates.template = lambda name: legacy.get(name) or saved[1](name)
     texts_module.trace, texts_module.shown_lessons = legacy_trace, lambda *args: ""
     try:
         yield
     finally:
-        inject.render_block, exposure._unit, templates.template, texts_module.trace, texts_module.shown_lessons = saved
-
-
-TASK = [""]
-"""The task of the group being planned (the legacy retest drew per group)."""
+        inject.render_block, templates.template, texts_module.trace, texts_module.shown_lessons = saved
 
 
 # -- measuring
@@ -219,19 +215,9 @@ def one_step(scenario, store_path: Path, work: Path, *, client=None, config=None
     config = config or TrainConfig(
         tasks=TASKS, batch_size=TASKS, group_size=G, max_lessons=LESSONS + 4, promotion=PromotionPolicy(cadence="off")
     )
-    plan = exposure.plan
-
-    def planned(*args, key, **kwargs):
-        TASK[0] = key[-1]
-        return plan(*args, key=key, **kwargs)
-
-    exposure.plan = planned
-    try:
-        start = time.perf_counter()
-        asyncio.run(train(scenario, client=client, store=store, run_dir=work, config=config))
-        return getattr(client, "requests", []), time.perf_counter() - start
-    finally:
-        exposure.plan = plan
+    start = time.perf_counter()
+    asyncio.run(train(scenario, client=client, store=store, run_dir=work, config=config))
+    return getattr(client, "requests", []), time.perf_counter() - start
 
 
 def measure(scenario, count: int, folder: Path, label: str) -> dict[str, dict[str, tuple[int, int]]]:

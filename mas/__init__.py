@@ -18,7 +18,9 @@ Any autogen ``ChatCompletionClient`` can be passed as ``client``.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` stays cheap)
@@ -62,6 +64,19 @@ def __getattr__(name: str) -> object:
     value = getattr(import_module(_WHERE[name]), name)
     globals()[name] = value
     return value
+
+
+class _Package(ModuleType):
+    """``mas.train`` is the function, as when this file imported it: importing the submodule
+    ``mas.train`` sets the package's attribute to the module, which is refused here."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _WHERE and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def load_library(path: str) -> dict[str, Version]:

@@ -15,10 +15,12 @@ makes the same choices, and the rollouts record what they showed (``RoleTrace.sh
 
 Shares: half the rollouts (``share`` 0.5) see an evaluating lesson: an even split makes the
 contrast of a group most precise. An established lesson is evaluated again in about a third of
-the steps (``retest``), decided once per step for all its groups: the rest of the time every
-rollout of the step gets it, which is what the lesson has earned, and what keeps the stable
-part of the prompt the same across the step's tasks, for prompt caching (``inject.render_block``
-puts it first).
+the groups (``retest``), drawn per group: the rest of the time every rollout gets it, which is
+what the lesson has earned, and what keeps the stable part of the prompt stable for prompt
+caching (``inject.render_block`` puts it first). A draw per step would keep that part the same
+across a step's tasks too, but then the contrasts of a step's tasks all share one context (the
+same other lessons under evaluation), which the interval, clustered by task, does not allow
+for: in the learning-world benchmark it promoted lessons that help one role only.
 """
 
 from __future__ import annotations
@@ -96,15 +98,14 @@ def plan(
     key: tuple,
 ) -> list[RoleExposure]:
     """One ``RoleExposure`` per rollout of a group, for one role. ``key`` names the group
-    (the run's seed, the step, the task); whether an established lesson is retested is decided
-    by the key without its task, so once per step."""
+    (the run's seed, the step, the task)."""
     if policy.off:
         return [RoleExposure(frozenset(), (), (), frozenset(injected))] * group_size
     randomized = [
         lesson
         for lesson in injected
         if not established(effects.get((role, lesson)), min_tasks)
-        or _unit(*key[:-1], role, lesson, "retest") < policy.retest
+        or _unit(*key, role, lesson, "retest") < policy.retest
     ]
     randomized += [lesson.id for lesson in trials]
     shown = {lesson: _chosen(group_size, policy.share, key, role, lesson) for lesson in randomized}
