@@ -50,7 +50,7 @@ def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
 
 def effects(store: LibraryStore, policy: PromotionPolicy, *, look: int = 1) -> dict[tuple[str, str], Effect]:
     """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``."""
-    events = SideFiles(store.path).usage.items()
+    events = SideFiles(store.path).usage
     return evidence.estimate(events, lineage=lineage(store), alpha=policy.alpha, look=look)
 
 
@@ -105,7 +105,7 @@ def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) 
     moves = (
         logged
         if logged is not None
-        else promotion.prunings(heads, evidence.contrasts(side.usage.items(), lineage(store)), policy)
+        else promotion.prunings(heads, evidence.contrasts(side.usage, lineage(store)), policy)
     )
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
@@ -159,8 +159,8 @@ async def _plan(
         side.equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature, meter=meter
     )  # fmt: skip
     known = lineage(store)
-    tallies = evidence.contrasts(side.usage.items(), known)
-    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage.items(), lineage=known), policy, judge))
+    tallies = evidence.contrasts(side.usage, known)
+    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
     moves = promotion.merges(heads, tallies, policy, judge.known_same)
     merged = {i for m in moves for i in m.lessons}
     kept = {

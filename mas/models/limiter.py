@@ -5,7 +5,9 @@ above it, the endpoint either queues (latency rises: vLLM, llama.cpp) or refuses
 APIs). ``AdaptiveLimit`` finds it from the endpoint's answers, TCP-style:
 
 - **start**: from ``start`` (2) calls, the limit grows by one per call that returns while the
-  limit is full, so it doubles every round trip, until the first 429 or rising latency;
+  limit is full, so it doubles every round trip, until the first 429 or rising latency (then
+  it halves: the last doubling went too far; a client slowed by its own work shows this too,
+  and its calls would reach the endpoint all at once later);
 - **429**: the limit falls to one below the calls in flight when it came (the most the endpoint
   took), which becomes the ceiling; the limit stays below it, and tries it again (one call
   more) only after ``probe`` (50) more calls have returned, twice as many after each failed
@@ -149,6 +151,8 @@ class AdaptiveLimit:
             self._judged_at = now
             self._holding = median <= GROWTH * self._best
             self._queueing = median > self.tolerance * self._best
+            if self.starting and not self._holding:  # the start overshot: back to the last limit that held
+                self.limit, self.starting = max(1.0, self.limit / 2), False
             if self._queueing and now - self._cut_at > median:  # at most one cut per round trip
                 self.limit, self.starting, self._cut_at = max(1.0, self.limit * 0.8), False, now
         if self.probing and latency < now - self.probing:  # a whole call at the ceiling, and no 429
