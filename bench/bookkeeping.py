@@ -3,9 +3,10 @@
 Goals:
   (a) commit one Version of 10,000 lessons to a LibraryStore, then ``heads()`` from a fresh
       store object: at most 3x a plain ``json.dump`` + ``json.load`` of the same records;
-  (b) ``graph.build(StepLog(path, UsageEvent).items(), heads)`` + ``promotion.plan(...)`` over
-      1,000,000 usage events (3 roles, ~50 lessons): at most 5x one plain pass that reads the
-      same file with json and sums the same events into a dict;
+  (b) the promotion pass, ``evidence.contrasts(StepLog(path, UsageEvent))`` +
+      ``promotion.plan(...)``, over 1,000,000 usage events (3 roles, ~50 lessons, 8 lessons of
+      each group's prompts randomized): at most 5x one plain pass that reads the same file with
+      json and computes the same contrasts (shown minus not shown, per group) into a dict;
   (c) both grow at most linearly: log-log least-squares slope of time against size at most
       1.15 (1k/3k/10k lessons; 100k/300k/1M events).
 Each time is the best of REPEAT runs. ``--quick`` stops at 300k events.
@@ -24,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mas.library import graph
+from mas.config import PromotionPolicy
+from mas.library.evidence import contrasts
 from mas.library.logs import StepLog
-from mas.library.promotion import PromotionPolicy, plan
+from mas.library.promotion import plan
 from mas.library.store import LibraryStore
 from mas.types import GLOBAL, Lesson, UsageEvent, Version
 
@@ -85,12 +87,13 @@ def usage_log(n: int) -> Path:
     for _ in range(8):
         items = []
         for i in range(STEP):
-            role = ROLES[i % 3]
-            prompt = shared + rng.sample(ids[role], 8)
+            role, task = ROLES[i % 3], i // 15
+            randomized = random.Random(f"{len(bodies)}/{task}/{role}").sample(ids[role], 8)  # one set per group
+            prompt = shared + [l for l in randomized if rng.random() < 0.5]
             items.append({
-                "schema_version": 1, "run": "bench", "epoch": 0, "step": 0, "task_id": f"t{i // 15}", "rollout": i // 3 % 5,
-                "role": role, "in_prompt": prompt, "cited": sorted(rng.sample(prompt, rng.randint(0, 3))),
-                "judged": sorted(rng.sample(prompt, rng.randint(0, 3))), "reward": float(i % 2),
+                "schema_version": 2, "run": "bench", "epoch": 0, "step": 0, "task_id": f"t{task}", "rollout": i // 3 % 5,
+                "role": role, "shown": prompt, "randomized": randomized,
+                "judged": sorted(rng.sample(prompt, rng.randint(0, 3))), "reward": float(rng.random() < 0.5),
                 "advantage": round(rng.gauss(0.2 if role == "solver" else 0.0, 1.0), 6),
             })  # fmt: skip
         bodies.append(json.dumps(items, separators=(",", ":")))
@@ -105,17 +108,24 @@ def promotion_pair(n: int) -> tuple[float, float]:
     path = usage_log(n)
 
     def ours():
-        plan(graph.build(StepLog(path, UsageEvent).items(), HEADS), HEADS, PromotionPolicy())
+        plan(
+            HEADS, contrasts(StepLog(path, UsageEvent).items()), PromotionPolicy(), level=0.05, same=lambda a, b: False
+        )
 
     def plain():
-        sums: dict = defaultdict(lambda: [0, 0.0, 0.0])
+        per_task: dict = defaultdict(list)
         with path.open("rb") as f:
             for line in f:
-                for e in json.loads(line)["items"]:
-                    a = e["advantage"]
-                    for lesson in set(e["cited"]) | set(e["judged"]):
-                        s = sums[(e["role"], lesson)]
-                        s[0], s[1], s[2] = s[0] + 1, s[1] + a, s[2] + a * a
+                record = json.loads(line)
+                groups: dict = defaultdict(list)
+                for e in record["items"]:
+                    groups[(e["task_id"], e["role"])].append(e)
+                for (task, role), members in groups.items():
+                    for lesson in members[0]["randomized"]:
+                        shown = [e["reward"] for e in members if lesson in e["shown"]]
+                        hidden = [e["reward"] for e in members if lesson not in e["shown"]]
+                        if shown and hidden:
+                            per_task[(role, lesson, task)].append(sum(shown) / len(shown) - sum(hidden) / len(hidden))
 
     return best(ours, 3), best(plain, 3)
 

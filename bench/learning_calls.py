@@ -5,9 +5,11 @@ earlier steps have filled:
   - at most G+1 learning calls (summary + advantage) per informative group; the reference
     implementation makes K*(G+2)+r per step (K informative groups, r=1);
   - at most one edit call per library per step;
-  - each library read once per step: its lesson lines appear in one learning prompt only
-    (the edit prompt of that library);
-  - summary prompts never carry a library (no lesson line nor lesson text).
+  - each library read in full once per informative group (its advantage prompt: the semantic
+    advantage needs the current lessons, METHOD.md section 1.5) and at most once more in the
+    step (its own edit prompt), and never in a summary prompt;
+  - summary prompts carry only lessons that the step's rollouts were shown (to say which ones
+    each role applied), never the rest of a library.
 Prompt tokens per stage come from StepReport.calls. The ratio reported is mas's learning
 calls over the reference's K*(G+2)+r, side by side in the same step.
 """
@@ -25,8 +27,9 @@ from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
+from mas.testing import journal
 from mas.train import train
-from mas.types import GLOBAL, Add, Version
+from mas.types import GLOBAL, Add, Budget, Version
 
 G, R = 5, 1
 
@@ -48,11 +51,11 @@ def main() -> int:
     asyncio.run(train(scenario, client=FakeClient(), store=store, run_dir=work / "warm", config=warm))
     heads = store.heads()
     lines = {name: [f"[{l.id}] {l.text}" for l in v.lessons] for name, v in heads.items() if v.lessons}
-    texts = {name: [l.text for l in v.lessons] for name, v in heads.items() if v.lessons}
     print("libraries before the step:", {n: len(v.lessons) for n, v in heads.items()})
 
     client = FakeClient()
-    config = TrainConfig(tasks=16, batch_size=16, group_size=G, seed=2)
+    # Prompts get 40 tokens of private lessons: some lessons are shown to no rollout of the step.
+    config = TrainConfig(tasks=16, batch_size=16, group_size=G, seed=2, budget=Budget(inject_tokens=40))
     report = asyncio.run(train(scenario, client=client, store=store, run_dir=work / "step", config=config)).steps[0]
     learning = [r for r in client.requests if r.schema is not None]
     by_schema: dict[str, list] = {}
@@ -70,22 +73,34 @@ def main() -> int:
             f"{stage:<10} {c.calls:>6} {c.prompt_tokens:>11} {c.completion_tokens:>11} {c.prompt_tokens / max(c.calls, 1):>9.0f}"
         )
     per_group = (summary + advantage) / max(k, 1)
-    reads = {name: sum(any(line in text_of(r) for line in ls) for r in learning) for name, ls in lines.items()}
-    leaks = sum(any(t in text_of(r) for ts in texts.values() for t in ts) for r in by_schema.get("Summary", []))
+    reads = {  # prompts holding every lesson line of a library, per stage
+        stage: {
+            name: sum(all(line in text_of(r) for line in ls) for r in by_schema.get(stage, []))
+            for name, ls in lines.items()
+        }
+        for stage in ("Summary", "Advantage", "EditBatch")
+    }
+    shown = {i for r in journal(work / "step", "rollout") for t in r["data"]["traces"] for i in t["shown"]}
+    every = {l.id: l.text for v in heads.values() for l in v.lessons}
+    unshown = [i for i in every if i not in shown]
+    leaks = sum(any(f"[{i}] {every[i]}" in text_of(r) for i in unshown) for r in by_schema.get("Summary", []))
     print(f"\nlearning calls per informative group: {per_group:.2f} (summary {summary}, advantage {advantage})")
     print(f"edit calls this step: {edit} (libraries: {len(heads)})")
     print(
         f"learning calls this step: mas {ours} vs reference K*(G+2)+r = {reference}: ratio {ours / max(reference, 1):.3f}"
     )
-    print(f"learning prompts that read each library: {reads}")
-    print(f"summary prompts carrying library text: {leaks} of {summary}")
+    for stage, counts in reads.items():
+        print(f"{stage} prompts holding each whole library: {counts}")
+    print(f"summary prompts carrying a lesson no rollout was shown ({len(unshown)} such lessons): {leaks} of {summary}")
 
     goals = {
         f"summary+advantage per group <= G+1 = {G + 1}": k > 0 and per_group <= G + 1,
         "edit calls <= one per library": edit <= len(heads),
         "mas learning calls <= reference K*(G+2)+r": ours <= reference,
-        "each library read once per step (edit prompt only)": bool(reads) and all(n <= 1 for n in reads.values()),
-        "summary prompts carry no library": summary > 0 and leaks == 0,
+        "each library read once per informative group (advantage) and at most once per step (edit)": bool(lines)
+        and all(n == advantage for n in reads["Advantage"].values())
+        and all(n <= 1 for n in reads["EditBatch"].values()),
+        "summary prompts carry only lessons shown, never the rest of a library": summary > 0 and unshown and leaks == 0,
     }
     for name, ok in goals.items():
         print(f"{'PASS' if ok else 'FAIL'}  {name}")

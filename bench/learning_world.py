@@ -265,7 +265,8 @@ class World:
         roles = []
         for section in body.split("\n## ")[1:]:
             role = section.split("\n", 1)[0].strip()
-            ids = re.findall(r"^  \[(\S+)\] ", section, re.M)
+            listed = re.search(r"^Lessons shown: (.*)$", section, re.M)
+            ids = [i for i in listed.group(1).split(", ") if i != "none"] if listed else []
             applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
             roles.append({"role": role, "steps": ["did its part"], "applied": applied})
         return {"roles": roles, "outcome": "right" if won else "wrong"}

@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ALL = ["pipeline", "overhead", "learning_calls", "context_tax", "bookkeeping", "embedded"]
+ALL = [
+    "pipeline", "overhead", "learning_calls", "context_tax", "bookkeeping", "embedded",
+    "startup", "prefix", "adaptive", "resume", "scale",
+]  # fmt: skip
 
 
 def main() -> int:

@@ -17,34 +17,78 @@ Any autogen ``ChatCompletionClient`` can be passed as ``client``. At inference, 
 ``AssistantAgent`` gets its role's lessons with ``memory=[mas.LessonMemory(library_file, role=...)]``.
 """
 
-from mas.config import EvalConfig, TrainConfig
-from mas.errors import ModelReplyError, UserError
-from mas.library.store import LibraryStore
-from mas.models.clients import open_client
-from mas.models.fake import FakeClient
-from mas.scenario import Scenario, custom_scenario, load_scenario
-from mas.studies.evaluate import EvalResult, evaluate
-from mas.team import system_message
-from mas.train import TrainResult, train
-from mas.types import Task, Version
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` stays cheap)
+    from mas.config import EvalConfig, TrainConfig
+    from mas.errors import ModelReplyError, UserError
+    from mas.library.store import LibraryStore
+    from mas.memory import LessonMemory
+    from mas.models.clients import open_client
+    from mas.models.fake import FakeClient
+    from mas.scenario import Scenario, custom_scenario, load_scenario
+    from mas.studies.evaluate import EvalResult, evaluate
+    from mas.team import system_message
+    from mas.teamfile import load_team
+    from mas.train import TrainResult, train
+    from mas.types import Task, Version
+
+_WHERE = {
+    "EvalConfig": "mas.config",
+    "TrainConfig": "mas.config",
+    "ModelReplyError": "mas.errors",
+    "UserError": "mas.errors",
+    "LibraryStore": "mas.library.store",
+    "LessonMemory": "mas.memory",
+    "open_client": "mas.models.clients",
+    "FakeClient": "mas.models.fake",
+    "Scenario": "mas.scenario",
+    "custom_scenario": "mas.scenario",
+    "load_scenario": "mas.scenario",
+    "EvalResult": "mas.studies.evaluate",
+    "evaluate": "mas.studies.evaluate",
+    "system_message": "mas.team",
+    "load_team": "mas.teamfile",
+    "TrainResult": "mas.train",
+    "train": "mas.train",
+    "Task": "mas.types",
+    "Version": "mas.types",
+}
+"""Where each public name lives: ``import mas`` imports none of them (a command such as
+``mas library show`` never needs autogen, sympy or matplotlib); the first use imports one."""
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'mas' has no attribute {name!r}")
+    value = getattr(import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(ModuleType):
+    """``mas.train`` is the function, as when this file imported it: importing the submodule
+    ``mas.train`` sets the package's attribute to the module, which is refused here."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _WHERE and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def load_library(path: str) -> dict[str, Version]:
     """The latest version of every library in a library file, by library name."""
+    from mas.library.store import LibraryStore
+
     return LibraryStore(path).heads()
-
-
-def __getattr__(name: str):
-    """Names imported on first use, so that ``import mas`` stays as light as it is."""
-    if name == "LessonMemory":
-        from mas.memory import LessonMemory
-
-        return LessonMemory
-    if name == "load_team":
-        from mas.teamfile import load_team
-
-        return load_team
-    raise AttributeError(f"module 'mas' has no attribute {name!r}")
 
 
 __all__ = [

@@ -9,6 +9,7 @@ lesson must not become a lesson.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import TypeVar
 
 from autogen_core.models import ChatCompletionClient, SystemMessage, UserMessage
@@ -34,7 +35,7 @@ async def ask(
 ) -> T:
     """Ask ``stage`` (``summary``, ``advantage``, ``edit``, ``direct``) for a ``schema``
     instance, in at most ``max_tokens`` completion tokens."""
-    schema_text = json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    schema_text = schema_json(schema)
     messages = [
         SystemMessage(content=render(f"{stage}.system", schema=schema_text, **_split(values, "system_"))),
         UserMessage(content=render(f"{stage}.user", **_split(values, "")), source="user"),
@@ -57,6 +58,12 @@ async def ask(
         meter.fail(stage, "reply not valid for its schema")
         first = str(exc).splitlines()[0]
         raise ModelReplyError(f"{stage}: reply does not match {schema.__name__}: {first}", raw) from None
+
+
+@lru_cache(maxsize=256)
+def schema_json(schema: type[BaseModel]) -> str:
+    """The schema as compact JSON, once per class (the stage schemas are cached classes)."""
+    return json.dumps(schema.model_json_schema(), separators=(",", ":"))
 
 
 def _clipped(data, exc: ValidationError):

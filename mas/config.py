@@ -53,7 +53,7 @@ class PromotionPolicy(Frozen):
 class RolloutConfig(BaseModel):
     """What training and evaluation share: how the team's calls are made."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, defer_build=True)
 
     tasks: int | None = Field(None, ge=1)
     """Use the first N tasks (training tasks for training, held-out ones for evaluation)."""
@@ -66,9 +66,11 @@ class RolloutConfig(BaseModel):
     rollout_timeout: float = Field(300.0, gt=0)
     """Seconds of the team's own work (time queued for a call slot does not count) before a
     rollout is cancelled; it then leaves its group's statistics."""
-    concurrency: int = Field(4, ge=1)
-    """Model calls in flight at once, across rollouts and learning calls. Above the
-    endpoint's own limit, requests wait there and no slot idles between calls."""
+    concurrency: int | None = Field(None, ge=1)
+    """Model calls in flight at once, across rollouts and learning calls; unset, as many as the
+    endpoint takes: the number grows while latency holds and backs off on 429 and on rising
+    latency (``mas.models.limiter``). Set by hand, about twice the endpoint's own slots: the
+    requests waiting there keep every slot busy between calls."""
     call_timeout: float = Field(120.0, gt=0)
     """Seconds one attempt of one model call may take before it is cut and retried."""
     retries: int = Field(4, ge=0)
@@ -133,6 +135,20 @@ PRESETS: dict[str, dict] = {
 """Named starting points, as optimizers have them: ``quick`` to see the loop work in minutes,
 ``paper`` for the paper's settings (100 tasks, 3 epochs, groups of 5). Explicit settings
 override a preset's."""
+
+
+ABLATIONS: dict[str, dict | str | None] = {
+    "no library": None,
+    "full": {},
+    "direct lessons": "direct",
+    "group size 1": {"group_size": 1},
+    "no ground truth": {"ground_truth": False},
+    "private only": {"promotion": PromotionPolicy(cadence="off"), "budget": Budget(inject_global=False)},
+    "global only": {"route": "global"},
+    "promotion off": {"promotion": PromotionPolicy(cadence="off")},
+}
+"""The variants of ``mas ablate`` (``mas.studies.ablate``), each as its changes to the
+training settings; None trains nothing, "direct" asks for lessons outright."""
 
 
 def train_config(preset: str | None = None, **settings) -> TrainConfig:

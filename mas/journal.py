@@ -5,17 +5,27 @@ a step report), keyed by what produced it. Each line is flushed and fsynced befo
 stage may depend on it. A crash can only cut the last line short; loading drops such a line,
 so its unit of work is simply done again. Any other bad line is damage from outside: loading
 stops with one line naming it, rather than silently dropping every record after it. What is
-written is redacted (``mas.redact``), and kept in memory as written.
+written is redacted (``mas.redact``).
+
+Memory holds only where each record is (its offset and length in the file), not the records,
+and only for the steps not yet finished (and each step's report): a run of thousands of steps
+holds every rollout with its traces, a finished step is never read again but for its report,
+and resuming reads a record again only when its unit of work comes up. Loading checks every
+line (orjson).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import threading
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from mas.errors import UserError
 from mas.redact import redact_data
@@ -28,15 +38,63 @@ class CorruptJournal(UserError):
 class Journal:
     def __init__(self, path: Path):
         self.path = path
-        self.records: dict[tuple[str, str], Any] = {}
+        self.index: dict[tuple[str, str], int] = {}
+        """Where each record of the step under way starts in the file (step reports are kept
+        whole, in ``_reports``)."""
+        self._pending: list[tuple[str, str]] = []
+        """The keys of the records since the last step report: those of the step under way (a
+        run's steps follow one another, and a step's report is its last record)."""
+        self._reports: dict[str, Any] = {}
+        """Each finished step's report (small; a resume reads every one)."""
         self._lock = threading.Lock()
         if path.exists():
             self._load()
 
     def _load(self) -> None:
-        found, whole = records(self.path)
-        for record in found:
-            self.records[(record["kind"], record["key"])] = record["data"]
+        """Index every record line (one tight loop: a resume reads the whole journal, and this
+        is most of its time), then cut a last line left half written by a crash."""
+        try:
+            f = self.path.open("rb")
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+        reports, loads = self._reports, orjson.loads
+        pending: list[tuple[str, str, int]] = []
+        whole, offset, number, bad = 0, 0, 0, None
+        collecting = gc.isenabled()
+        gc.disable()  # nothing here makes cycles; the collector would rescan what is kept again and again
+        with f, contextlib.ExitStack() as stack:
+            if collecting:
+                stack.callback(gc.enable)
+            for raw in f:
+                number += 1
+                length = len(raw)
+                if raw.isspace():
+                    offset += length
+                    continue
+                if bad is not None:  # a bad line before this one: the damage is in the middle
+                    raise _corrupt(self.path, *bad)
+                try:
+                    record = loads(raw)
+                    kind, key = record["kind"], record["key"]
+                    if type(kind) is not str or type(key) is not str or "data" not in record:
+                        raise ValueError
+                except (ValueError, KeyError, TypeError):
+                    try:
+                        record = _record(raw)  # the slow path says why (or reads NaN that json wrote)
+                        kind, key = record["kind"], record["key"]
+                    except ValueError as e:
+                        bad = (number, e)
+                        continue
+                if kind == "step":  # ``_note``, inlined (it runs per record)
+                    reports[key] = record["data"]
+                    pending.clear()
+                else:
+                    pending.append((kind, key, offset))
+                offset += length
+                whole = offset
+        for kind, key, at in pending:
+            self.index[(kind, key)] = at
+            self._pending.append((kind, key))
         with self.path.open("r+b") as f:
             size = f.seek(0, os.SEEK_END)
             if whole < size:  # a last line cut short by a crash: its work is done again
@@ -47,19 +105,41 @@ class Journal:
                     f.write(b"\n")
 
     def get(self, kind: str, key: str) -> Any | None:
-        return self.records.get((kind, key))
+        if kind == "step":
+            return self._reports.get(key)
+        where = self.index.get((kind, key))
+        if where is None:
+            return None
+        try:
+            with self.path.open("rb") as f:
+                f.seek(where)
+                return _record(f.readline())["data"]
+        except (OSError, ValueError) as e:
+            raise UserError(f"{self.path}: cannot read a record back ({e})") from None
 
     def put(self, kind: str, key: str, data: Any) -> None:
         data = redact_data(data)
-        line = json.dumps({"kind": kind, "key": key, "data": data}, separators=(",", ":")) + "\n"
+        line = (json.dumps({"kind": kind, "key": key, "data": data}, separators=(",", ":")) + "\n").encode()
         try:
-            with self._lock, self.path.open("a", encoding="utf-8") as f:
+            with self._lock, self.path.open("ab") as f:
+                offset = f.seek(0, os.SEEK_END)
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
-                self.records[(kind, key)] = data
+                self._note(kind, key, data, offset)
         except OSError as e:
             raise UserError(f"{self.path}: cannot write ({e.strerror or e})") from None
+
+    def _note(self, kind: str, key: str, data: Any, offset: int) -> None:
+        """Index a record; a step's report closes the step: its other records leave the index."""
+        if kind == "step":
+            self._reports[key] = data
+            for done in self._pending:
+                self.index.pop(done, None)
+            self._pending.clear()
+        else:
+            self.index[(kind, key)] = offset
+            self._pending.append((kind, key))
 
     async def record(self, kind: str, key: str, data: Any) -> None:
         """``put`` in a worker thread: an fsync takes milliseconds, and the event loop has
@@ -67,39 +147,62 @@ class Journal:
         await asyncio.to_thread(self.put, kind, key, data)
 
     def all(self, kind: str) -> list[Any]:
-        return [data for (k, _), data in self.records.items() if k == kind]
+        if kind == "step":
+            return list(self._reports.values())
+        return [self.get(k, key) for k, key in list(self.index) if k == kind]
 
 
 def records(path: Path) -> tuple[list[dict], int]:
     """The records of a journal file, and the length of the part of it that holds them: all
     of it but a last line cut short by a crash. Any other bad line is a ``CorruptJournal``."""
-    try:
-        with path.open("rb") as f:
-            lines = f.readlines()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
-    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     found, whole = [], 0
-    for i, raw in enumerate(lines):
-        if raw.strip():
-            try:
-                found.append(_record(raw))
-            except ValueError as e:
-                if i == last:
-                    break
-                reason = "not UTF-8" if isinstance(e, UnicodeDecodeError) else str(e).splitlines()[0][:120]
-                raise CorruptJournal(
-                    f"{path}:{i + 1}: not a journal record ({reason}); the lines after it are intact: delete "
-                    f"line {i + 1} to redo its work, or use a new --run-dir"
-                ) from None
-        whole += len(raw)
+    for record, offset, length in _scan(path):
+        found.append(record)
+        whole = offset + length
     return found, whole
 
 
+def _scan(path: Path):
+    """(record, offset, length) for each record line, in file order; stops before a last line
+    cut short by a crash. Any other bad line is a ``CorruptJournal``."""
+    try:
+        f = path.open("rb")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    with f:
+        offset, number, bad = 0, 0, None
+        for raw in f:
+            number += 1
+            blank = raw.isspace()  # (no copy of the line, unlike strip())
+            if bad is not None:  # a bad line before this one: the damage is in the middle
+                if not blank:
+                    raise _corrupt(path, *bad)
+            elif not blank:
+                try:
+                    yield _record(raw), offset, len(raw)
+                except ValueError as e:
+                    bad = (number, e)
+            offset += len(raw)
+
+
+def _corrupt(path: Path, number: int, e: ValueError) -> CorruptJournal:
+    reason = "not UTF-8" if isinstance(e, UnicodeDecodeError) else str(e).splitlines()[0][:120]
+    return CorruptJournal(
+        f"{path}:{number}: not a journal record ({reason}); the lines after it are intact: delete "
+        f"line {number} to redo its work, or use a new --run-dir"
+    )
+
+
 def _record(raw: bytes) -> dict:
-    record = json.loads(raw)
-    if not (isinstance(record, dict) and {"kind", "key", "data"} <= record.keys()):
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # orjson is strict: NaN and Infinity, which json writes, are not JSON to it
+        record = json.loads(raw)
+    if type(record) is not dict or len(record.keys() & _FIELDS) != 3:
         raise ValueError("expected an object with kind, key and data")
-    if not (isinstance(record["kind"], str) and isinstance(record["key"], str)):
+    if type(record["kind"]) is not str or type(record["key"]) is not str:
         raise ValueError("kind and key must be strings")
     return record
+
+
+_FIELDS = frozenset({"kind", "key", "data"})

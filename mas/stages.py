@@ -174,16 +174,16 @@ async def summarize(ctx: Context, group: Group) -> list[Summary]:
     """One call per valid rollout of a kept group, step by step per role. Its completion cap
     grows with the number of roles and the length of the trace."""
     roles = tuple(ctx.scenario.role_names)
-    shown = {i: lesson for r in group.valid for t in r.traces for i in t.shown if (lesson := ctx.lesson(i))}
+    lessons = texts.shown_lessons(group, list(roles), ctx.lesson)
 
     async def one(r: Rollout) -> Summary | None:
-        traces = "\n\n".join(texts.trace(t, shown) for t in r.traces)
-        cap = min(4000, 250 + 200 * len(roles) + tokens(traces) // 2)
+        traces = "\n\n".join(texts.trace(t) for t in r.traces)
+        cap = min(4000, 250 + 200 * len(roles) + tokens(traces, ctx.config.budget.tokenizer) // 2)
         return await _journaled(
             ctx, "summary", f"{ctx.prefix}/{r.task_id}/{r.index}", summary_schema(roles), cap,
             system_objective=ctx.scenario.description, system_team=texts.team(ctx.scenario),
             question=group.task.question, truth=truth(ctx, group), answer=r.answer or "(none)",
-            reward=f"{r.reward:g}", traces=traces,
+            reward=f"{r.reward:g}", lessons=lessons, traces=traces,
         )  # fmt: skip
 
     summaries = await asyncio.gather(*(one(r) for r in group.valid))
@@ -268,7 +268,7 @@ async def edit(ctx: Context, library: str, ops: list[Operation]) -> tuple[list[E
     )
     batch = await _journaled(
         ctx, "edit", f"{ctx.prefix}/{library}", edit_schema(ids, 24), 300 + 80 * (len(ops) + len(ids)),
-        system_library="the shared list every role reads" if library == GLOBAL else f"the {library}",
+        system_library="the global list, which every role reads" if library == GLOBAL else f"the {library}'s",
         system_reader=reader, system_objective=ctx.scenario.description, system_max_lessons=ctx.config.max_lessons,
         count=len(head.lessons), max_lessons=ctx.config.max_lessons,
         lessons=texts.lessons(head), operations="\n".join(_describe(op) for op in ops),

@@ -50,11 +50,23 @@ def libraries(
     return "\n\n".join(parts)
 
 
-def trace(t: RoleTrace, shown: dict[str, Lesson]) -> str:
-    """A role's trace for the summary prompt: the lessons it was shown (ids and text), then its
-    turns, each tool call with its arguments and result."""
-    head = [f"## {t.role}", "Lessons shown: " + ("none" if not t.shown else "")]
-    head += [f"  [{i}] {shown[i].text}" for i in t.shown if i in shown]
+def shown_lessons(group: Group, roles: list[str], lesson: Callable[[str], Lesson | None]) -> str:
+    """Every lesson any role was shown in the group's attempts, by role, with ids and texts:
+    the same for every attempt of the group, so it goes before the traces (which name the ids
+    each attempt showed), and a provider's prompt cache reuses it across the group."""
+    parts = []
+    for role in roles:
+        ids = sorted({i for r in group.valid for t in r.traces if t.role == role for i in t.shown})
+        lines = [f"  [{i}] {found.text}" for i in ids if (found := lesson(i))]
+        parts.append(f"{role}:\n" + ("\n".join(lines) or "  (none)"))
+    return "\n".join(parts)
+
+
+def trace(t: RoleTrace) -> str:
+    """A role's trace for the summary prompt: the ids of the lessons it was shown (their texts
+    are listed once for the group, ``shown_lessons``), then its turns, each tool call with its
+    arguments and result."""
+    head = [f"## {t.role}", "Lessons shown: " + (", ".join(t.shown) or "none")]
     lines = []
     for turn in t.turns:
         for call in turn.tool_calls:

@@ -28,7 +28,8 @@ from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
-from mas.models.wrappers import Limited
+from mas.models.limiter import Limited
+from mas.models.tokens import resolve, tokenizer
 from mas.paths import atomic_write
 from mas.redact import redact_data
 from mas.scenario import Scenario
@@ -57,6 +58,14 @@ class TrainResult(BaseModel):
     stopped: str | None = None
     """Why the run ended early (the dollar budget), or None when it finished."""
 
+    def __repr_args__(self):
+        """Short: ``asyncio.run`` formats its task's result as it restores the signal handlers,
+        and a run of thousands of steps took most of a second to print."""
+        yield "run", self.run
+        yield "steps", f"<{len(self.steps)} step reports>"
+        yield "cost_usd", self.cost_usd
+        yield "stopped", self.stopped
+
 
 async def train(
     scenario: Scenario,
@@ -82,6 +91,7 @@ async def train(
     The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
     training run, or a rollback, promote, recover or graph export of the same library, is
     refused at once, since it would change the library under the steps of this one."""
+    config = with_tokenizer(config, client)
     new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
         if new is not None:
@@ -102,9 +112,9 @@ async def _train(
     tasks = scenario.tasks[: config.tasks]
     steps_per_epoch = -(-len(tasks) // config.batch_size)
     reports: list[StepReport] = []
+    spent = 0.0
     for epoch in range(config.epochs):
         for step, batch in enumerate(_batches(_order(tasks, config, epoch), config.batch_size)):
-            spent = sum(r.cost_usd for r in reports)
             if config.budget_usd is not None and spent >= config.budget_usd:
                 stopped = f"budget: ${spent:.4f} spent of ${config.budget_usd:g}; start again with a larger --budget-usd to go on"
                 return TrainResult(
@@ -135,6 +145,7 @@ async def _train(
             else:
                 on_rollout(len(batch) * config.group_size)
             reports.append(StepReport.model_validate(done))
+            spent += reports[-1].cost_usd
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
 
 
@@ -225,6 +236,7 @@ async def _step(
         cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
         endpoint=_endpoints(client, learner).minus(before) if before else None,
+        tokens_counted=tokenizer(config.budget.tokenizer).label,
         **_role_spend(groups, scenario.role_names, price),
     )
 
@@ -293,6 +305,14 @@ def finished(run_dir: Path) -> list[StepReport]:
         return []
     steps = [StepReport.model_validate(r["data"]) for r in records(path)[0] if r["kind"] == "step"]
     return sorted(steps, key=lambda s: (s.epoch, s.step))
+
+
+def with_tokenizer(config: TrainConfig, client: ChatCompletionClient) -> TrainConfig:
+    """``config`` with its budget's ``model`` tokenizer named: the run records what counted."""
+    budget = config.budget
+    return config.model_copy(
+        update={"budget": budget.model_copy(update={"tokenizer": resolve(budget.tokenizer, client)})}
+    )
 
 
 def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:

@@ -19,7 +19,7 @@ GLOBAL = "global"
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
 
 # -- tasks -------------------------------------------------------------------------------
@@ -66,6 +66,10 @@ class Budget(Frozen):
     """``relevant``: BM25 ranking against the task; ``all``: id order."""
     inject_global: bool = True
     """False leaves the global library out of every prompt (the private-only ablation)."""
+    tokenizer: str = "model"
+    """What counts these tokens: ``model`` (the tokenizer of the model in use, fixed when a run
+    starts), ``tiktoken:ENCODING``, ``embedded``, ``gguf:PATH``, or ``words`` (words and
+    punctuation marks; see ``mas.models.tokens``)."""
 
     def cap(self, library: str) -> int:
         return self.global_tokens if library == GLOBAL else self.private_tokens
@@ -85,6 +89,15 @@ class Provenance(Frozen):
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
     """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words_before_tokenizers(cls, data: object) -> object:
+        """Libraries trained before budgets named their tokenizer counted words."""
+        budget = data.get("budget") if isinstance(data, dict) else None
+        if isinstance(budget, dict) and "tokenizer" not in budget:
+            return {**data, "budget": {**budget, "tokenizer": "words"}}
+        return data
 
 
 class Add(Frozen):
@@ -397,7 +410,9 @@ class Effect(Frozen):
     """The randomized evidence about one lesson for one role: within groups of rollouts of
     the same task, the rollouts shown the lesson against those not shown it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="constants")
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True, ser_json_inf_nan="constants"
+    )
     role: str
     lesson: str
     tasks: int
@@ -551,3 +566,5 @@ class StepReport(BaseModel):
     endpoint: EndpointCounts | None = None
     """Calls, retries and faults by kind at the HTTP endpoint during the step (None for
     clients that are not an OpenAI-compatible endpoint)."""
+    tokens_counted: str = ""
+    """What counted the budgets' tokens: the model's tokenizer, or words as a labelled fallback."""

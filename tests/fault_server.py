@@ -70,6 +70,7 @@ class FaultServer:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.latency, self.slots, self.busy, self.peak = 0.0, None, 0, 0
+        self.refuse, self.refused, self.served = False, 0, 0
         self.echo_reply = False
         self.respond: Callable[[Request], Any] = default_respond
         self.rules: Callable[[dict], str | None] = lambda body: None
@@ -80,10 +81,11 @@ class FaultServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def pace(self, latency: float, slots: int) -> FaultServer:
+    def pace(self, latency: float, slots: int, *, refuse: bool = False) -> FaultServer:
         """Serve like a real endpoint: every reply takes ``latency`` seconds and at most
-        ``slots`` requests are served at once (the others wait their turn)."""
-        self.latency, self.slots = latency, threading.BoundedSemaphore(slots)
+        ``slots`` requests are served at once; the others wait their turn (vLLM, llama.cpp),
+        or with ``refuse`` get a 429 at once (a hosted API's concurrency limit; no Retry-After)."""
+        self.latency, self.slots, self.refuse = latency, threading.BoundedSemaphore(slots), refuse
         return self
 
     def configure(
@@ -223,16 +225,31 @@ class _Handler(BaseHTTPRequestHandler):
         server = self.owner
         if server.slots is None:
             return self._answer_now(body, request)
-        with server.slots:
-            with server.lock:
-                server.busy += 1
-                server.peak = max(server.peak, server.busy)
-            time.sleep(server.latency)
-            try:
-                self._answer_now(body, request)
-            finally:
+        if server.refuse:
+            if not server.slots.acquire(blocking=False):
                 with server.lock:
-                    server.busy -= 1
+                    server.refused += 1
+                self._send(429, _error("Too many concurrent requests", "rate_limit_error"))
+                return
+            try:
+                return self._serve(body, request)
+            finally:
+                server.slots.release()
+        with server.slots:
+            self._serve(body, request)
+
+    def _serve(self, body: dict, request: Request) -> None:
+        server = self.owner
+        with server.lock:
+            server.busy += 1
+            server.served += 1
+            server.peak = max(server.peak, server.busy)
+        time.sleep(server.latency)
+        try:
+            self._answer_now(body, request)
+        finally:
+            with server.lock:
+                server.busy -= 1
 
     def _answer_now(self, body: dict, request: Request) -> None:
         server = self.owner

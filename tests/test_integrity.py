@@ -242,10 +242,10 @@ def test_only_a_torn_last_journal_line_is_dropped(tmp_path):
 
     path = tmp_path / "journal.jsonl"
     path.write_text("\n".join(journal_lines(28)) + "\n" + journal_lines(29)[-1][:30])
-    assert len(Journal(path).records) == 28
+    assert len(Journal(path).index) == 28
     assert path.read_text().count("\n") == 28
     Journal(path).put("summary", "k28", {"ok": True})
-    assert len(Journal(path).records) == 29
+    assert len(Journal(path).index) == 29
 
 
 def test_a_corrupt_journal_stops_the_resumed_run_with_one_line(tmp_path, capsys, monkeypatch):

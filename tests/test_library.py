@@ -74,3 +74,35 @@ def test_render_block_is_stable_and_global_first():
     assert block.shown == ["global/0001", "solver/0001", "solver/0002"]
     assert render_block(shared.lessons, list(reversed(mine.lessons))) == block
     assert render_block([], []) == ("", [])
+
+
+def _common(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def test_what_every_rollout_shows_comes_first_and_what_varies_last():
+    """Two rollouts of a group that differ only in the lessons under evaluation share a prompt
+    prefix holding every lesson they both always show (what a prompt cache reuses)."""
+    g = [Lesson(id=f"global/000{i}", text=f"Global lesson {i}.") for i in (1, 2, 3)]
+    own = [Lesson(id=f"solver/000{i}", text=f"Solver lesson {i}.") for i in (1, 2, 3, 4)]
+    stable = frozenset({"global/0002", "global/0003", "solver/0002", "solver/0004"})
+    # rollout a shows every lesson; rollout b is not shown the ones under evaluation
+    a = render_block(g, own, stable=stable)
+    b = render_block([l for l in g if l.id in stable], [l for l in own if l.id in stable], stable=stable)
+    shared = _common(a.text, b.text)
+    assert all(f"- {l.text}" in shared for l in g + own if l.id in stable)
+    order = ["global/0002", "global/0003", "solver/0002", "solver/0004", "solver/0001", "solver/0003", "global/0001"]
+    assert a.shown == order  # stable (global, own), then under evaluation (own, then global)
+    assert a.text.index("- Global lesson 1.") > a.text.index("- Solver lesson 3.")  # its heading again, last
+    assert a.text.count("For the whole team:") == 2 and b.text.count("For the whole team:") == 1
+
+
+def test_at_inference_the_block_is_global_then_own_in_id_order():
+    g = [Lesson(id="global/0002", text="G2."), Lesson(id="global/0001", text="G1.")]
+    own = [Lesson(id="solver/0002", text="S2."), Lesson(id="solver/0001", text="S1.")]
+    block = render_block(g, own)
+    assert block.shown == ["global/0001", "global/0002", "solver/0001", "solver/0002"]
+    assert block.text.count("For the whole team:") == 1

@@ -41,7 +41,7 @@ def test_role_prompts_show_lessons_without_ids(maths, tmp_path):
     _, client, store = train_on_fake(maths, tmp_path, tasks=8, batch_size=4)
     lessons = [l for v in store.heads().values() for l in v.lessons]
     team_prompts = [r.system for r in client.requests if r.schema is None]
-    assert lessons and any(lessons[0].text in p for p in team_prompts)
+    assert lessons and any(l.text in p for l in lessons for p in team_prompts)  # (those of the first step)
     assert not any(l.id in p for l in lessons for p in team_prompts)
 
 
@@ -140,7 +140,7 @@ def test_scoring_a_training_task_is_refused(maths, tmp_path):
 def test_the_library_records_its_composition(maths, tmp_path):
     config = TrainConfig(tasks=8, batch_size=8, budget={"inject": "all", "inject_tokens": 120})
     _, _, store = train_on_fake(maths, tmp_path, config=config)
-    assert store.composition() == config.budget
+    assert store.composition() == config.budget.model_copy(update={"tokenizer": "words"})  # what counted (the fake's)
 
 
 def run_mas(*args, cwd):
@@ -212,7 +212,7 @@ def test_every_learning_prompt_of_a_three_role_team_carries_what_the_method_need
     for role in maths.roles:
         assert role.description.strip() in prompt and f"- {role.name}:" in prompt
     assert "calculator (" in prompt and "Tools: none" in prompt  # who has which tool
-    question = advantage.messages[0].split("\n", 1)[0].removeprefix("Task: ")
+    question = advantage.messages[0].split("\nTask: ", 1)[1].split("\n", 1)[0]
     assert f"Correct answer: {task[question].answer}\n" in prompt
     assert prompt.index('"comparison"') < prompt.index('"operations"')  # reasons before conclusions
     assert "When [condition], [strategy]" in advantage.system and "delete" in advantage.system

@@ -78,7 +78,9 @@ async def test_a_reply_cut_at_the_token_limit_is_refused_not_repaired():
 async def test_over_long_notes_are_cut_to_their_field_but_lessons_never_are():
     schema = summary_schema(("planner", "solver"))
     reply = json.dumps({"roles": [{"role": "solver", "steps": ["s"], "missed": "n" * 900}], "outcome": "o" * 5000})
-    values = dict(system_objective="o", system_team="t", question="q", truth="1", answer="1", reward="1", traces="t")
+    values = dict(
+        system_objective="o", system_team="t", question="q", truth="1", answer="1", reward="1", lessons="l", traces="t"
+    )
     summary = await ask(
         Scripted(reply), "summary", schema, meter=Meter(), seed=0, temperature=0, max_tokens=50, **values
     )
@@ -87,3 +89,30 @@ async def test_over_long_notes_are_cut_to_their_field_but_lessons_never_are():
     edits, refused = parse_edits([{"op": "add", "text": long}, {"op": "add", "text": "When adding, carry."}])
     assert [e.text for e in edits] == ["When adding, carry."]
     assert "too long" in refused[0].reason and refused[0].edit["text"] == long  # refused whole, never cut
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_learning_prompts_put_what_a_step_shares_before_what_varies():
+    """Two groups of one step (other tasks, other attempts, the same libraries) share the
+    advantage prompt up to the task; two attempts of one group share the summary prompt up to
+    their traces, the lessons the group was shown included."""
+    libraries = "global (every role):\n[global/0001] When stuck, reread the task."
+    one = render("advantage.user", libraries=libraries, question="q1", truth="1", attempts="## Attempt 1")
+    two = render("advantage.user", libraries=libraries, question="q2", truth="2", attempts="## Attempt 9")
+    assert libraries in one[: _common(one, two)]
+    shown = "solver:\n  [solver/0001] When adding, carry the tens."
+    values = dict(question="q", truth="1", lessons=shown)
+    first = render("summary.user", **values, answer="1", reward="1", traces="## solver\nLessons shown: solver/0001")
+    second = render("summary.user", **values, answer="2", reward="0", traces="## solver\nLessons shown: none")
+    assert shown in first[: _common(first, second)]
+    assert first.index("Team answer") > first.index("## solver")
+    edits = [
+        render("edit.system", library=name, reader=name, objective="o", max_lessons=8, schema="{}") for name in "ab"
+    ]
+    assert _common(*edits) > 0.8 * min(map(len, edits))  # the library it keeps is named at the end

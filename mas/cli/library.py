@@ -3,35 +3,24 @@ library files without running the team."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-import networkx as nx
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from mas import paths
 from mas.cli.options import option, settings
 from mas.config import PromotionPolicy
 from mas.errors import UserError
-from mas.library import graph as usage_graph
-from mas.library import hierarchy, review
-from mas.library.hierarchy import promote
-from mas.library.inject import role_block
-from mas.library.logs import SideFiles, StepKey
-from mas.library.store import LibraryStore, NotCorrupt, diff
-from mas.models.clients import open_client
-from mas.paths import atomic_write
-from mas.redact import redact
-from mas.scenario import load_scenario
-from mas.studies.graph_view import render
-from mas.types import Budget, Provenance, RefusedEdit
+
+if TYPE_CHECKING:  # the rest is imported where used: ``mas --help`` and ``library show`` start fast
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore
+    from mas.types import Provenance
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
@@ -82,6 +71,8 @@ def library_diff(
     ] = None,
 ) -> None:
     """What changed in ROLE's library between two versions."""
+    from mas.library.store import diff
+
     store = _store(which)
     newer = store.head(role) if new is None else store.version(role, new)
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
@@ -102,6 +93,10 @@ def library_export(
 ) -> None:
     """Export the latest libraries as Markdown (each lesson with where it came from and its
     evidence per role; every role, with or without lessons), or one role's prompt block."""
+    from mas.library import hierarchy, review
+    from mas.library.inject import role_block
+    from mas.library.logs import SideFiles
+
     store = _store(which)
     if format == "markdown":
         effects = hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
@@ -134,6 +129,8 @@ def library_rollback(
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
+    from mas.library.logs import SideFiles
+
     log = SideFiles(store.path).quarantine
     rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
     if not rows:
@@ -146,6 +143,9 @@ def _print_quarantine(store: LibraryStore, role: str | None) -> None:
 def _print_rejected(store: LibraryStore, role: str | None) -> None:
     """The refused operations and edits of the log; for steps from before the log, the refused
     edits their library versions kept."""
+    from mas.library.logs import SideFiles, StepKey
+    from mas.types import RefusedEdit
+
     log = SideFiles(store.path).rejected
     rows = [(key, item) for key, items in log.steps() for item in items]
     logged = {key for key, _ in rows}
@@ -177,6 +177,8 @@ def _proposed(edit: dict | str) -> str:
 def _scenario_roles(which: str) -> list[str]:
     """The roles of the scenario ``which`` names (none for a library file, or a scenario that
     cannot be loaded: the export shows the libraries and the roles with evidence then)."""
+    from mas.scenario import load_scenario
+
     if which.endswith(".json"):
         return []
     try:
@@ -187,6 +189,8 @@ def _scenario_roles(which: str) -> list[str]:
 
 def _store(which: str) -> LibraryStore:
     """A scenario name or a library file path; the file must exist."""
+    from mas.library.store import LibraryStore
+
     path = _library_path(which)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
@@ -254,6 +258,15 @@ def promote_command(
 ) -> None:
     """A promotion pass on the randomized evidence: promote lessons shown to help several roles,
     demote global lessons that no longer do, prune lessons that no longer help their role."""
+    import asyncio
+    from datetime import datetime
+
+    from rich.table import Table
+
+    from mas.library.hierarchy import promote
+    from mas.models.clients import open_client
+    from mas.types import Budget, Provenance
+
     store = _store(which)
     policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
     stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
@@ -292,6 +305,15 @@ def graph_export(
 ) -> None:
     """Write the usage graph: roles, lessons, the randomized evidence on each role -> lesson
     edge (trial edges for transfer trials), and the promotions."""
+    import networkx as nx
+
+    from mas.library import graph as usage_graph
+    from mas.library import hierarchy
+    from mas.library.logs import SideFiles
+    from mas.paths import atomic_write
+    from mas.redact import redact
+    from mas.studies.graph_view import render
+
     store = _store(which)
     side = SideFiles(store.path)
     target = side.graph(format) if output is None else _output(output, side)
@@ -334,6 +356,9 @@ def _output(output: Path, side: SideFiles) -> Path:
 def library_recover(which: Which) -> None:
     """Restore a corrupt library file from its backup (the last good version, <file>.bak), and
     set aside the bad lines of its logs (in <log>.bad)."""
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore, NotCorrupt
+
     store = LibraryStore(_library_path(which))
     if store.path.is_dir():
         raise UserError(f"{store.path}: a folder, not a library file")

@@ -8,25 +8,20 @@ for a terminal.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
 import signal
 import sys
-from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.exceptions import TyperException
 
 from mas import paths
 from mas.cli.library import graph_app, library_app, print_lessons, promote_command, shown
 from mas.cli.options import field_type, option, settings
-from mas.cli.progress import bars, wanted
 from mas.cli.sources import (
     AnswerField,
     LearnerConfig,
@@ -40,24 +35,18 @@ from mas.cli.sources import (
     models,
     scenario_from,
 )
-from mas.cli.summary import count, failed_line, near, refused_line, starting_line
-from mas.config import PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
-from mas.cost import price_for, stage_costs
-from mas.datasets import Fields
+from mas.config import ABLATIONS, PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.errors import UserError
-from mas.library.logs import SideFiles
-from mas.library.store import LibraryStore
-from mas.models.wrappers import Counted
 from mas.redact import redact
-from mas.studies.ablate import VARIANTS, ablate, planned_rollouts
-from mas.studies.evaluate import EvalResult, check_held_out, evaluate, library_config
-from mas.studies.evaluate import compare as compare_results
-from mas.studies.report import write_report
-from mas.studies.transfer import from_trials as from_trials_of
-from mas.studies.transfer import planned_runs, transfer
 from mas.tools import isolation
-from mas.train import train
-from mas.types import Budget, StepReport
+from mas.types import Budget
+
+if TYPE_CHECKING:
+    from mas.studies.evaluate import EvalResult
+    from mas.types import StepReport
+
+# Only what declaring the commands needs is imported here: `mas --help` and `mas library show`
+# never load autogen, sympy, networkx or matplotlib. Each command imports what it runs.
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -95,6 +84,8 @@ UnsafePython = Annotated[
 
 
 def _version(value: bool) -> None:
+    from importlib.metadata import version
+
     if value:
         print(f"mas {version('mas')}")
         raise typer.Exit()
@@ -152,6 +143,14 @@ def train_command(
     reasoning: Reasoning = None,
 ) -> None:
     """Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."""
+    from mas.cli.progress import bars, wanted
+    from mas.cli.summary import count, failed_line, near, refused_line, starting_line
+    from mas.cost import price_for
+    from mas.datasets import Fields
+    from mas.library.store import LibraryStore
+    from mas.models.wrappers import Counted
+    from mas.train import train
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
@@ -240,6 +239,15 @@ def eval_command(
 
     Each library is evaluated with the prompt composition it was trained with, and a task any
     of them was trained on is refused."""
+    from rich.table import Table
+
+    from mas.cli.progress import bars, wanted
+    from mas.cost import price_for, stage_costs
+    from mas.datasets import Fields
+    from mas.library.store import LibraryStore
+    from mas.studies.evaluate import check_held_out, evaluate, library_config
+    from mas.studies.evaluate import compare as compare_results
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
@@ -329,6 +337,14 @@ def transfer_command(
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
     with --from-trials, the change in success rate the randomized transfer trials measured)."""
+    from mas.cli.progress import bars, wanted
+    from mas.datasets import Fields
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore
+    from mas.studies.evaluate import check_held_out, library_config
+    from mas.studies.transfer import from_trials as from_trials_of
+    from mas.studies.transfer import planned_runs, transfer
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
@@ -365,6 +381,8 @@ def transfer_command(
 
 
 def _print_transfer(roles: list[str], result, as_json: bool) -> None:
+    from rich.table import Table
+
     if as_json:
         print(result.model_dump_json(indent=1))
         return
@@ -384,7 +402,7 @@ def _print_transfer(roles: list[str], result, as_json: bool) -> None:
 def ablate_command(
     scenario: ScenarioArg = None,
     model: Model = "local",
-    variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(VARIANTS)}."),
+    variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(ABLATIONS)}."),
     tasks: int = typer.Option(8, min=1, help="Training tasks."),
     test_tasks: int = typer.Option(20, min=1, help="Held-out tasks."),
     epochs: int = option(TrainConfig, "epochs"),
@@ -410,15 +428,22 @@ def ablate_command(
     reasoning: Reasoning = None,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
+    from rich.table import Table
+
+    from mas.cli.progress import bars, wanted
+    from mas.cost import price_for
+    from mas.datasets import Fields
+    from mas.studies.ablate import ablate, planned_rollouts
+
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
         say=_note if not as_json else None,
     )  # fmt: skip
-    chosen = [v.strip() for v in variants.split(",")] if variants else list(VARIANTS)
-    unknown = [v for v in chosen if v not in VARIANTS]
+    chosen = [v.strip() for v in variants.split(",")] if variants else list(ABLATIONS)
+    unknown = [v for v in chosen if v not in ABLATIONS]
     if unknown:
-        raise UserError(f"--variants: unknown {', '.join(map(repr, unknown))} (known: {', '.join(VARIANTS)})")
+        raise UserError(f"--variants: unknown {', '.join(map(repr, unknown))} (known: {', '.join(ABLATIONS)})")
     if "no library" not in chosen:
         chosen.insert(0, "no library")
     train_config = settings(
@@ -471,6 +496,8 @@ def report_command(
     output: Path | None = typer.Option(None, help="Folder for report.md and the PNG plots.", show_default="report"),
 ) -> None:
     """Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."""
+    from mas.studies.report import write_report
+
     path = write_report(run_dirs, output or paths.report_dir())
     out.print(f"wrote {path}")
 
@@ -521,6 +548,9 @@ class Interrupted(Exception):
 def _run(coroutine, *, resume: str = "nothing to resume: run the command again"):
     """Run the coroutine. Ctrl-C and SIGTERM cancel it (so the embedded server is stopped and
     no journal line is left half written) and raise ``Interrupted``."""
+    import asyncio
+    import logging
+
     # autogen logs every failed agent turn with a traceback; mas counts them in its reports.
     logging.getLogger("autogen_core").setLevel(logging.CRITICAL)
     got: list[int] = []

@@ -12,16 +12,18 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from autogen_core.models import ChatCompletionClient
 
-from mas.datasets import Fields
 from mas.errors import UserError
-from mas.models.clients import open_client
-from mas.models.config_file import Configured, load_model_config
-from mas.scenario import Scenario, load_scenario
+
+if TYPE_CHECKING:  # imported where used: declaring the commands must stay fast
+    from autogen_core.models import ChatCompletionClient
+
+    from mas.datasets import Fields
+    from mas.models.config_file import Configured
+    from mas.scenario import Scenario
 
 ScenarioArg = Annotated[
     str | None,
@@ -92,6 +94,8 @@ def scenario_from(
 ) -> Scenario:
     """The scenario a command was given; ``say`` (when given) is told how mas chose a team or
     reward."""
+    from mas.scenario import load_scenario
+
     if team is None:
         if tasks_file is not None or reward is not None:
             raise UserError(f"{'--tasks-file' if tasks_file is not None else '--reward'} goes with --team")
@@ -125,6 +129,8 @@ class Models:
     @contextlib.asynccontextmanager
     async def open(self, **spec_options) -> AsyncIterator[tuple[ChatCompletionClient, ChatCompletionClient | None]]:
         """``(client, learner)``; ``spec_options`` go to ``open_client`` when there is no config."""
+        from mas.models.clients import open_client
+
         async with contextlib.AsyncExitStack() as stack:
             for configured in (self.team, self.learner):
                 if configured is not None:
@@ -145,6 +151,8 @@ def models(
     retries: int | None = None,
 ) -> Models:
     """Read and check the model config files now (before anything is written)."""
+    from mas.models.config_file import load_model_config
+
     limits = {k: v for k, v in (("call_timeout", call_timeout), ("retries", retries)) if v is not None}
     if model_config is not None and spec != "local":
         raise UserError("give --model or --model-config, not both")

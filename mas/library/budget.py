@@ -1,32 +1,33 @@
 """Token budgets: what a role's prompt may carry, and how libraries stay within their caps.
 
-Tokens are counted as words and punctuation marks (``tokens``): model-independent, needs no
-tokenizer download, and close to what BPE tokenizers count for English lessons. Every cap
-is checked with this one function, so "never above the budget" is exact.
+Tokens are the model's own (``Budget.tokenizer``, ``mas.models.tokens``): numbers, ids and
+non-English text take many more of them than words. Every cap is checked with ``tokens``, so
+"never above the budget" is exact in the tokenizer the budget names.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from mas.models.tokens import tokenizer
 from mas.types import Delete, Version
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+def tokens(text: str, spec: str = "words") -> int:
+    """Tokens of ``text`` for the tokenizer ``spec`` (words and punctuation marks by default)."""
+    return tokenizer(spec).count(text)
 
 
-def tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
-
-
-def retirements(version: Version, *, cap: int, strength: Callable[[str], float]) -> list[Delete]:
-    """Delete edits that bring ``version`` within ``cap`` tokens, weakest evidence first
-    (ties: the older lesson goes first)."""
-    total = sum(tokens(l.text) for l in version.lessons)
+def retirements(version: Version, *, cap: int, strength: Callable[[str], float], spec: str = "words") -> list[Delete]:
+    """Delete edits that bring ``version`` within ``cap`` tokens (of tokenizer ``spec``),
+    weakest evidence first (ties: the older lesson goes first)."""
+    count = tokenizer(spec).count
+    costs = {l.id: count(l.text) for l in version.lessons}
+    total = sum(costs.values())
     edits = []
     for lesson in sorted(version.lessons, key=lambda l: (strength(l.id), l.id)):
         if total <= cap:
             break
         edits.append(Delete(op="delete", id=lesson.id))
-        total -= tokens(lesson.text)
+        total -= costs[lesson.id]
     return edits

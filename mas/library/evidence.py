@@ -21,8 +21,12 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mas.types import Effect, UsageEvent
+
+if TYPE_CHECKING:
+    from mas.library.logs import StepLog
 
 SD_FLOOR = 0.2
 """Smallest per-task standard deviation an interval assumes: with 0/1 rewards, a handful of
@@ -47,16 +51,29 @@ class _Tally:
     judged: int = 0
 
 
-def contrasts(events: Iterable[UsageEvent], lineage: dict[str, str] | None = None) -> dict[tuple[str, str], _Tally]:
+def contrasts(
+    events: Iterable[UsageEvent] | StepLog, lineage: dict[str, str] | None = None
+) -> dict[tuple[str, str], _Tally]:
     """Per (role, lesson): the contrasts of the groups where the lesson's showing to the role
     was randomized, by task. ``lineage`` maps an old lesson id to the id it lives on as (a
-    promoted lesson keeps the evidence of the private lesson it came from)."""
+    promoted lesson keeps the evidence of the private lesson it came from).
+
+    ``events`` may be a usage log (``StepLog``): its steps are then tallied one at a time, so
+    the pass holds one step's events however long the run (a group never spans two steps)."""
     lineage = lineage or {}
-    groups: dict[tuple, list[UsageEvent]] = defaultdict(list)
-    for event in events:
-        if event.randomized:
-            groups[(event.run, event.epoch, event.step, event.task_id, event.role)].append(event)
     tallies: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
+    groups: dict[tuple, list[UsageEvent]] = defaultdict(list)
+    steps = events.steps() if hasattr(events, "steps") else [(None, events)]
+    for _, members in steps:
+        for event in members:
+            if event.randomized:
+                groups[(event.run, event.epoch, event.step, event.task_id, event.role)].append(event)
+        _tally(groups, tallies, lineage)
+    return tallies
+
+
+def _tally(groups: dict[tuple, list[UsageEvent]], tallies: dict[tuple[str, str], _Tally], lineage: dict) -> None:
+    """Add the contrasts of ``groups`` (one step's) to ``tallies``, and empty ``groups``."""
     for (*_, task, role), members in groups.items():
         for lesson in members[0].randomized:
             shown = [e for e in members if lesson in e.shown]
@@ -67,11 +84,15 @@ def contrasts(events: Iterable[UsageEvent], lineage: dict[str, str] | None = Non
             tally.per_task[task].append(_mean(e.reward for e in shown) - _mean(e.reward for e in hidden))
             tally.exposures += len(shown)
             tally.judged += sum(lesson in e.judged for e in shown)
-    return tallies
+    groups.clear()
 
 
 def estimate(
-    events: Iterable[UsageEvent], *, lineage: dict[str, str] | None = None, alpha: float = 0.05, look: int = 1
+    events: Iterable[UsageEvent] | StepLog,
+    *,
+    lineage: dict[str, str] | None = None,
+    alpha: float = 0.05,
+    look: int = 1,
 ) -> dict[tuple[str, str], Effect]:
     """The effect of every (role, lesson) with randomized evidence, with one-sided bounds at
     the level ``spent(alpha, look)``."""

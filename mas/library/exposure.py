@@ -15,8 +15,12 @@ makes the same choices, and the rollouts record what they showed (``RoleTrace.sh
 
 Shares: half the rollouts (``share`` 0.5) see an evaluating lesson: an even split makes the
 contrast of a group most precise. An established lesson is evaluated again in about a third of
-the steps (``retest``): the rest of the time every rollout gets it, which is what the lesson
-has earned, and what keeps the stable part of the prompt stable for prompt caching.
+the groups (``retest``), drawn per group: the rest of the time every rollout gets it, which is
+what the lesson has earned, and what keeps the stable part of the prompt stable for prompt
+caching (``inject.render_block`` puts it first). A draw per step would keep that part the same
+across a step's tasks too, but then the contrasts of a step's tasks all share one context (the
+same other lessons under evaluation), which the interval, clustered by task, does not allow
+for: in the learning-world benchmark it promoted lessons that help one role only.
 """
 
 from __future__ import annotations

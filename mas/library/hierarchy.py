@@ -64,7 +64,7 @@ def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
 
 def effects(store: LibraryStore, policy: PromotionPolicy, *, look: int = 1) -> dict[tuple[str, str], Effect]:
     """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``."""
-    events = SideFiles(store.path).usage.items()
+    events = SideFiles(store.path).usage
     return evidence.estimate(events, lineage=lineage(store), alpha=policy.alpha, look=look)
 
 
@@ -73,7 +73,9 @@ def enforce_budgets(
 ) -> list[Version]:
     """Retire the weakest-evidenced lessons of every library over its cap, by delete edits."""
     heads = store.heads()
-    over = [v for v in heads.values() if sum(tokens(l.text) for l in v.lessons) > budget.cap(v.library)]
+    over = [
+        v for v in heads.values() if sum(tokens(l.text, budget.tokenizer) for l in v.lessons) > budget.cap(v.library)
+    ]
     if not over:
         return []
     known = effects(store, policy)
@@ -85,7 +87,7 @@ def enforce_budgets(
             found = [e for (role, i), e in known.items() if i == lesson_id and (library == GLOBAL or role == library)]
             return max((e.lcb if e.tasks > 1 else e.effect for e in found), default=0.0)
 
-        deletes = retirements(head, cap=budget.cap(head.library), strength=strength)
+        deletes = retirements(head, cap=budget.cap(head.library), strength=strength, spec=budget.tokenizer)
         versions.append(apply(head, deletes, provenance=stamp)[0])
     store.commit(versions)
     return versions
@@ -117,7 +119,7 @@ def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) 
     moves = (
         logged
         if logged is not None
-        else promotion.prunings(heads, evidence.contrasts(side.usage.items(), lineage(store)), policy)
+        else promotion.prunings(heads, evidence.contrasts(side.usage, lineage(store)), policy)
     )
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
@@ -171,8 +173,8 @@ async def _plan(
         side.equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature, meter=meter
     )  # fmt: skip
     known = lineage(store)
-    tallies = evidence.contrasts(side.usage.items(), known)
-    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage.items(), lineage=known), policy, judge))
+    tallies = evidence.contrasts(side.usage, known)
+    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
     moves = promotion.merges(heads, tallies, policy, judge.known_same)
     merged = {i for m in moves for i in m.lessons}
     kept = {

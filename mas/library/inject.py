@@ -25,12 +25,12 @@ from mas.types import GLOBAL, Budget, Lesson, Version
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
 
-def select(version: Version | None, *, limit: int, query: str | None = None) -> list[Lesson]:
-    """Lessons of ``version`` within ``limit`` tokens: most relevant to ``query`` first (id
-    order without one), returned in id order so the prompt text stays stable."""
+def select(version: Version | None, *, limit: int, query: str | None = None, tokenizer: str = "words") -> list[Lesson]:
+    """Lessons of ``version`` within ``limit`` tokens (of ``tokenizer``): most relevant to
+    ``query`` first (id order without one), returned in id order so the prompt text stays stable."""
     if not version or not version.lessons:
         return []
-    prepared = _prepare(version)
+    prepared = _prepare(version, tokenizer)
     order: Iterable[int] = range(len(prepared.ordered))
     if query:
         scores = _scores(version.library, version.number, prepared.texts, query)
@@ -58,19 +58,20 @@ class _Prepared:
     texts: tuple[str, ...]
 
 
-_PREPARED: OrderedDict[int, _Prepared] = OrderedDict()
+_PREPARED: OrderedDict[tuple[int, str], _Prepared] = OrderedDict()
 
 
-def _prepare(version: Version) -> _Prepared:
-    """Cached per version (versions are values: their lesson lists are never changed in place);
-    the entry holds the list itself, so its id cannot be reused while the entry lives."""
-    key = id(version.lessons)
+def _prepare(version: Version, tokenizer: str) -> _Prepared:
+    """Cached per version and tokenizer (versions are values: their lesson lists are never
+    changed in place); the entry holds the list itself, so its id cannot be reused while the
+    entry lives."""
+    key = (id(version.lessons), tokenizer)
     hit = _PREPARED.get(key)
     if hit is not None and hit.lessons is version.lessons and len(hit.ordered) == len(version.lessons):
         _PREPARED.move_to_end(key)
         return hit
     ordered = sorted(version.lessons, key=lambda l: l.id)
-    costs = [tokens(l.text) for l in ordered]
+    costs = [tokens(l.text, tokenizer) for l in ordered]
     hit = _Prepared(version.lessons, ordered, costs, min(costs), tuple(l.text for l in ordered))
     _PREPARED[key] = hit
     while len(_PREPARED) > 64:
@@ -110,18 +111,33 @@ class Block(NamedTuple):
 HEADER = "Lessons learned from earlier tasks of this kind; follow them when they apply."
 
 
+TEAM, ROLE = "For the whole team:", "For your role:"
+
+
 def render_block(shared: list[Lesson], own: list[Lesson], *, stable: frozenset[str] | None = None) -> Block:
-    """The exact text placed in a role's system message: the global lessons, then the role's
-    own. Within each part the lessons every rollout shows (``stable``; all of them when None)
-    come first, then the ones under evaluation, each in id order, so the prefix is identical
-    across calls and provider prompt caching can reuse it; training and inference both build
-    it here."""
+    """The exact text placed in a role's system message, what every call shows first and what
+    varies last, so that providers' prompt caches (and llama.cpp's) reuse the longest prefix:
+
+    1. the global lessons every rollout shows, then the role's own (``stable``; all of them
+       when None, as at inference), each in id order;
+    2. the role's lessons under evaluation and its transfer trials, which differ from rollout
+       to rollout by design (randomized exposure), continuing the role's list;
+    3. the global lessons under evaluation, under the global heading again.
+
+    Training and inference both build it here; at inference (nothing under evaluation) it is
+    the global lessons then the role's, in id order."""
+    fixed = (lambda lesson: True) if stable is None else (lambda lesson: lesson.id in stable)
+    by_id = lambda lessons: sorted(lessons, key=lambda l: l.id)  # noqa: E731
+    parts = [
+        (TEAM, by_id(l for l in shared if fixed(l))),
+        (ROLE, by_id(l for l in own if fixed(l)) + by_id(l for l in own if not fixed(l))),
+        (TEAM, by_id(l for l in shared if not fixed(l))),
+    ]
     sections, shown = [], []
-    for title, lessons in (("For the whole team:", shared), ("For your role:", own)):
+    for title, lessons in parts:
         if lessons:
-            ordered = sorted(lessons, key=lambda l: (stable is not None and l.id not in stable, l.id))
-            shown += [lesson.id for lesson in ordered]
-            sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in ordered))
+            shown += [lesson.id for lesson in lessons]
+            sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in lessons))
     if not sections:
         return Block("", [])
     return Block(HEADER + "\n" + "\n".join(sections), shown)
@@ -132,10 +148,11 @@ def injected(
 ) -> tuple[list[Lesson], list[Lesson]]:
     """The lessons ``budget`` lets into ``role``'s prompt for ``task``: the whole global library
     (up to its cap), and the private lessons most relevant to the task (or all, in id order)."""
-    shared = select(heads.get(GLOBAL), limit=budget.global_tokens) if budget.inject_global else []
+    spec = budget.tokenizer
+    shared = select(heads.get(GLOBAL), limit=budget.global_tokens, tokenizer=spec) if budget.inject_global else []
     query = task if budget.inject == "relevant" else None
     limit = budget.inject_tokens if budget.inject == "relevant" else budget.private_tokens
-    return shared, select(heads.get(role), limit=limit, query=query)
+    return shared, select(heads.get(role), limit=limit, query=query, tokenizer=spec)
 
 
 def role_block(

@@ -26,7 +26,8 @@ from mas.models.capabilities import STANDARD, Capabilities, capabilities_for, pr
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.fake import FakeClient
 from mas.models.faults import check_completion
-from mas.models.wrappers import Limited
+from mas.models.limiter import Limited
+from mas.models.tokens import spec_for_model
 
 KEYLESS = "not-needed"
 """The key sent to a server that needs none (the openai library insists on one)."""
@@ -123,6 +124,7 @@ def _openai(
         inner, schema_in_format=embedded, text_tools=embedded, name=model,
         call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX,
         secrets=() if embedded else secrets_of(key, url), capabilities=capabilities,
+        tokenizer="embedded" if embedded else spec_for_model(f"openai:{model}"),
     )  # fmt: skip
 
 

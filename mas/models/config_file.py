@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 from mas.errors import UserError
 from mas.models.capabilities import Capabilities, capabilities_for, profile
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
+from mas.models.tokens import spec_for_model
 
 SHORT_NAMES = {
     "OpenAIChatCompletionClient": "openai",
@@ -177,6 +178,7 @@ def load_model_config(
     client = Adapted(
         inner, schema_in_format=False, text_tools=False, name=name, call_timeout=call_timeout, retries=retries,
         backoff=BACKOFF, backoff_max=BACKOFF_MAX, secrets=secrets, capabilities=caps, json_mode=json_mode,
+        tokenizer=spec_for_model(f"openai:{name}") if json_mode == "response_format" else "words",
     )  # fmt: skip
     return Configured(client, f"{short}:{name}", path)
 

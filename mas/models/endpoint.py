@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 from autogen_core import CancellationToken
@@ -28,6 +29,7 @@ from mas.errors import EndpointError
 from mas.models import texttools
 from mas.models.capabilities import STANDARD, Capabilities
 from mas.models.faults import BadBody, Transient, retry_after
+from mas.models.limiter import backoff, rate_limited
 from mas.models.wrappers import Delegating
 from mas.redact import redact, remember
 from mas.types import EndpointCounts
@@ -56,7 +58,7 @@ class Adapted(Delegating):
     times (backoff from ``backoff`` seconds, doubled, capped at ``backoff_max``, with jitter;
     a ``Retry-After`` header is honoured instead). ``counts`` keeps what happened.
     ``secrets`` (the API key) are cut out of every error message, and of everything mas
-    writes (``mas.redact.remember``).
+    writes (``mas.redact.remember``). ``tokenizer`` names the model's tokenizer.
 
     ``capabilities`` (``capabilities.py``) rewrites the sampling settings for the model
     (reasoning models). ``json_mode``: ``response_format`` for OpenAI-compatible servers,
@@ -78,8 +80,11 @@ class Adapted(Delegating):
         secrets: Sequence[str] = (),
         capabilities: Capabilities = STANDARD,
         json_mode: Literal["response_format", "native"] = "response_format",
+        tokenizer: str = "words",
     ):
         super().__init__(inner)
+        self.tokenizer_spec = tokenizer
+        """The model's tokenizer (``mas.models.tokens``), for budgets set to ``model``."""
         self.schema_in_format, self.text_tools, self.name = schema_in_format, text_tools, name
         self.caps, self.json_mode = capabilities, json_mode  # (``capabilities`` is autogen's model_info)
         self.call_timeout, self.max_retries, self.backoff, self.backoff_max = (
@@ -115,7 +120,7 @@ class Adapted(Delegating):
         elif isinstance(json_output, type):
             fmt = {"type": "json_object"}
             if self.schema_in_format:
-                fmt["schema"] = grammar_safe(json_output.model_json_schema())
+                fmt["schema"] = _grammar_schema(json_output)
             extra["response_format"] = fmt
             json_output = None
         if self.text_tools and (tools or texttools.has_tool_history(messages)):
@@ -152,7 +157,7 @@ class Adapted(Delegating):
         async def sleep(seconds: float) -> None:
             if token is not None and token.is_cancelled():
                 raise asyncio.CancelledError()
-            waiting = asyncio.ensure_future(asyncio.sleep(seconds))
+            waiting = asyncio.ensure_future(backoff(seconds))  # out of the in-flight limit meanwhile
             if token is not None:
                 token.link_future(waiting)
             await waiting
@@ -207,6 +212,8 @@ class Adapted(Delegating):
 
     def _status_fault(self, status: int, message: str, headers) -> Exception:
         """A ``Transient`` to retry (408, 409, 429, 5xx), or the ``EndpointError`` that ends the call."""
+        if status == 429:
+            rate_limited()  # the in-flight limit learns the endpoint took fewer calls
         if status in (408, 409, 429) or status >= 500:
             wait = retry_after(headers or {})
             if wait is None or wait <= MAX_RETRY_AFTER:
@@ -262,6 +269,11 @@ def endpoint_counts(client: ChatCompletionClient) -> EndpointCounts | None:
             return client.counts
         client, seen = getattr(client, "inner", None), seen + 1
     return None
+
+
+@lru_cache(maxsize=256)
+def _grammar_schema(model: type[BaseModel]) -> dict:
+    return grammar_safe(model.model_json_schema())
 
 
 def grammar_safe(schema: object) -> object:

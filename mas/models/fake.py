@@ -60,12 +60,20 @@ Reply = str | list[FunctionCall]
 
 
 class FakeClient(ChatCompletionClient):
-    def __init__(self, respond: Callable[[Request], Reply] | None = None, *, latency: float = 0.0, name: str = "fake"):
+    def __init__(
+        self,
+        respond: Callable[[Request], Reply] | None = None,
+        *,
+        latency: float = 0.0,
+        name: str = "fake",
+        record: bool = True,
+    ):
         self._respond = respond or default_respond
-        self.latency, self.name = latency, name
+        self.latency, self.name, self.record = latency, name, record
         self.calls = 0
         self.requests: list[Request] = []
-        """Every request seen, in arrival order (for tests that check what was sent)."""
+        """Every request seen, in arrival order (for tests that check what was sent); none
+        with ``record=False`` (a long run's requests would fill memory)."""
         self._usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
 
     async def create(
@@ -79,7 +87,8 @@ class FakeClient(ChatCompletionClient):
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         request = _request(messages, tools, json_output, extra_create_args)
-        self.requests.append(request)
+        if self.record:
+            self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
         content = self._respond(request)
@@ -264,7 +273,8 @@ def _summary(request: Request, body: str) -> dict:
     roles = []
     for section in body.split("\n## ")[1:]:
         role = section.split("\n", 1)[0].strip()
-        ids = re.findall(r"^  \[(\S+)\] ", section, re.M)
+        listed = re.search(r"^Lessons shown: (.*)$", section, re.M)
+        ids = [i for i in listed.group(1).split(", ") if i != "none"] if listed else []
         applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
         roles.append({"role": role, "steps": [f"{role} took its turn."], "applied": applied})
     return {"roles": roles, "outcome": "correct" if won else "wrong"}

@@ -1,10 +1,10 @@
-"""Clients that wrap another client: forwarding everything (``Delegating``), at most n calls
-in flight (``Limited``), a rollout's seed and settings on every call (``Seeded``), counting the
-calls in flight (``Counted``)."""
+"""Clients that wrap another client: forwarding everything (``Delegating``), a rollout's seed
+and settings on every call (``Seeded``), counting the calls in flight (``Counted``); the clock
+of a rollout's time queued for a call slot (``Queued``). The in-flight limit is
+``mas.models.limiter.Limited``."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from contextvars import ContextVar
 from typing import Any
@@ -76,28 +76,6 @@ class Queued:
 
 QUEUED: ContextVar[Queued | None] = ContextVar("mas_queued", default=None)
 """The ``Queued`` clock of the rollout whose task is running, if any (set by ``mas.team``)."""
-
-
-class Limited(Delegating):
-    """At most ``n`` calls in flight, across every rollout and learning call of a run."""
-
-    def __init__(self, inner: ChatCompletionClient, n: int):
-        super().__init__(inner)
-        self.slots = asyncio.Semaphore(n)
-
-    async def create(self, messages, **kwargs) -> CreateResult:
-        clock = QUEUED.get()
-        if clock is not None:
-            clock.enter()
-        try:
-            await self.slots.acquire()
-        finally:
-            if clock is not None:
-                clock.leave()
-        try:
-            return await self.inner.create(messages, **kwargs)
-        finally:
-            self.slots.release()
 
 
 class Counted(Delegating):

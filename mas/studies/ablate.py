@@ -13,7 +13,7 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas.ask import ask
-from mas.config import EvalConfig, PromotionPolicy, TrainConfig
+from mas.config import ABLATIONS, EvalConfig, TrainConfig
 from mas.cost import Price, stage_costs
 from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import apply, parse_edits
@@ -23,19 +23,9 @@ from mas.scenario import Scenario
 from mas.studies.evaluate import check_held_out, compare, evaluate, library_config
 from mas.studies.stats import Estimate
 from mas.train import train
-from mas.types import Budget, DirectLessons, Provenance
+from mas.types import DirectLessons, Provenance
 
-OFF = PromotionPolicy(cadence="off")
-VARIANTS: dict[str, dict | str | None] = {
-    "no library": None,
-    "full": {},
-    "direct lessons": "direct",
-    "group size 1": {"group_size": 1},
-    "no ground truth": {"ground_truth": False},
-    "private only": {"promotion": OFF, "budget": Budget(inject_global=False)},
-    "global only": {"route": "global"},
-    "promotion off": {"promotion": OFF},
-}
+VARIANTS = ABLATIONS
 """Each variant's changes to the training settings; None trains nothing, "direct" asks."""
 
 

@@ -18,7 +18,8 @@ from mas.config import EvalConfig
 from mas.errors import UserError
 from mas.library.store import LibraryStore
 from mas.meter import Meter
-from mas.models.wrappers import Limited
+from mas.models.limiter import Limited
+from mas.models.tokens import resolve
 from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
 from mas.team import run_rollout
@@ -64,6 +65,8 @@ async def evaluate(
     on_task: Callable[[TaskScore], None] = lambda score: None,
 ) -> EvalResult:
     """Run k team rollouts on each held-out task; ``heads=None`` injects no library."""
+    budget = config.budget.model_copy(update={"tokenizer": resolve(config.budget.tokenizer, client)})
+    config = config.model_copy(update={"budget": budget})
     client, meter = Limited(client, config.concurrency), Meter()
     heads = heads or {}
 

@@ -163,9 +163,11 @@ def _start(run: Run, library: str) -> Version | None:
 
 
 def _size(version: Version | None) -> tuple[int, int]:
-    """Lessons and tokens of a library version."""
+    """Lessons and tokens of a library version (counted as its budget was)."""
     lessons = version.lessons if version else []
-    return len(lessons), sum(tokens(lesson.text) for lesson in lessons)
+    budget = version.provenance.budget if version and version.provenance else None
+    spec = budget.tokenizer if budget else "words"
+    return len(lessons), sum(tokens(lesson.text, spec) for lesson in lessons)
 
 
 def _tool_calls(run: Run, epoch: int, role: str) -> float:

@@ -1,44 +1,21 @@
-"""Tools that roles may name in their ``tools`` list.
-
-Each name maps to a factory that builds the tool for one task, so a tool can see the task's
-own material (a searcher's passages) and nothing shared between rollouts can leak.
-"""
+"""Tools that roles may name in their ``tools`` list: ``TOOLS`` maps each name to a factory
+(``mas.tools.registry``), built on first use so that importing ``mas.tools.isolation`` (as
+the command line does) does not load autogen."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from autogen_core.tools import BaseTool, FunctionTool
-
-from mas.tools import isolation
-from mas.tools.calculator import calculate
-from mas.tools.sandbox import run_python
-from mas.tools.search import open_tool, search_tool
-from mas.types import Task
+if TYPE_CHECKING:
+    from mas.tools.registry import TOOLS
 
 
-def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression such as (12 + 7) * 3 and return the result."""
-    return calculate(expression)
+def __getattr__(name: str) -> object:
+    if name == "TOOLS":
+        from mas.tools.registry import TOOLS
+
+        return TOOLS
+    raise AttributeError(f"module 'mas.tools' has no attribute {name!r}")
 
 
-async def python(code: str) -> str:
-    """Run a short Python program in a sandbox (standard library only, no network) and return what it prints."""
-    return await run_python(code)
-
-
-def python_tool(task: Task) -> BaseTool:
-    """The python tool; refuses at once (``UserError``) when it cannot be isolated here."""
-    isolation.require()
-    return _PYTHON
-
-
-_CALCULATOR = FunctionTool(calculator, description=calculator.__doc__ or "", strict=False)
-_PYTHON = FunctionTool(python, description=python.__doc__ or "", strict=False)
-
-TOOLS: dict[str, Callable[[Task], BaseTool]] = {
-    "calculator": lambda task: _CALCULATOR,
-    "search": search_tool,
-    "open": open_tool,
-    "python": python_tool,
-}
+__all__ = ["TOOLS"]

@@ -8,6 +8,7 @@ by the task's rollouts.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -17,7 +18,7 @@ from typing import Any
 
 import bm25s
 from autogen_core import CancellationToken
-from autogen_core.tools import FunctionTool
+from autogen_core.tools import FunctionTool, ToolSchema
 
 from mas.types import Passage, Task
 
@@ -31,7 +32,16 @@ ENDINGS = ("ings", "ing", "ers", "ors", "er", "or", "ed", "es", "s", "e")
 ID = re.compile(r"[\s\[(\"'`]*(?:d|doc|document)?[\s_#]*(\d{1,6})(?![\w.])", re.IGNORECASE)
 
 
-class LenientTool(FunctionTool):
+class CachedTool(FunctionTool):
+    """A FunctionTool whose JSON schema is built once: autogen rebuilds it from the argument
+    model at every call that offers the tool (a pydantic schema generation each time)."""
+
+    @functools.cached_property
+    def schema(self) -> ToolSchema:  # type: ignore[override]
+        return super().schema
+
+
+class LenientTool(CachedTool):
     """A FunctionTool that turns any argument into text before validation, so ``{"query": 5}``,
     ``{}`` or ``{"q": "..."}`` get an answer instead of a validation error."""
 

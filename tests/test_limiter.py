@@ -1,0 +1,152 @@
+"""The in-flight limit: fixed, or adapted to an endpoint it does not know (``mas.models.limiter``).
+
+The adaptive limit is driven here by scripted endpoints, round trip by round trip on a clock of
+its own, so what is checked is its behaviour, not this machine's timing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mas.models.fake import FakeClient
+from mas.models.limiter import AdaptiveLimit, Limited, backoff, rate_limited
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def refusing(limit: AdaptiveLimit, clock: Clock, slots: int, rounds: int, latency: float = 0.2) -> list[int]:
+    """Endless demand on an endpoint that serves ``slots`` at once and answers 429 beyond: each
+    round, as many calls as the limit allows go out; a refused one gives its place back at
+    once, the others return after ``latency``. Returns the calls served per round."""
+    served = []
+    for _ in range(rounds):
+        sent = 0
+        while limit.try_acquire():
+            sent += 1
+            if sent > slots:
+                limit.rate_limited()
+                limit.release(None, refused=True)
+                sent -= 1
+        clock.now += latency
+        for _ in range(sent):
+            limit.release(latency)
+        served.append(sent)
+    return served
+
+
+@pytest.mark.parametrize("slots", [2, 8, 32])
+def test_the_limit_finds_a_refusing_endpoints_slots_and_seldom_asks_past_them(slots):
+    clock = Clock()
+    limit = AdaptiveLimit(clock=clock)
+    served = refusing(limit, clock, slots, rounds=600)  # two minutes of 200 ms round trips
+    assert sum(served[-500:]) >= 0.9 * slots * 500  # the endpoint is kept nearly full
+    assert limit.refusals <= 12  # the first overshoot, then probes ever further apart
+    assert slots - 1 <= limit.allowed <= slots + 1
+
+
+def test_a_refusing_endpoint_that_grows_is_found_again():
+    clock = Clock()
+    limit = AdaptiveLimit(clock=clock)
+    refusing(limit, clock, 4, rounds=100)
+    served = refusing(limit, clock, 16, rounds=400)
+    assert max(served) == 16 and sum(served[-100:]) >= 0.9 * 16 * 100
+
+
+def queueing(limit: AdaptiveLimit, clock: Clock, slots: int, rounds: int, latency: float = 0.2) -> list[int]:
+    """Endless demand on an endpoint that queues: a round trip takes ``latency`` times the
+    number of calls per slot."""
+    sizes = []
+    for _ in range(rounds):
+        sent = 0
+        while limit.try_acquire():
+            sent += 1
+        took = latency * max(1.0, sent / slots)
+        clock.now += took
+        for _ in range(sent):
+            limit.release(took)
+        sizes.append(sent)
+    return sizes
+
+
+def test_against_a_queueing_endpoint_the_limit_grows_while_latency_holds_and_backs_off_when_it_climbs():
+    clock = Clock()
+    limit = AdaptiveLimit(clock=clock)
+    sizes = queueing(limit, clock, 8, rounds=150)
+    late = sizes[-100:]  # (over hundreds of round trips its floor drifts up, 0.2% each: see the module)
+    assert min(late) >= 8  # every slot stays busy, with some calls waiting there
+    assert max(late) <= 3 * 8  # but the queue stays near the tolerance (latency about 2x, never 3x)
+    assert limit.refusals == 0
+
+
+def test_latency_that_varies_with_reply_length_is_not_read_as_congestion():
+    """Replies of 1 to 10 round trips at random, an endpoint with room to spare: the limit grows."""
+    import random
+
+    rng, clock = random.Random(0), Clock()
+    limit = AdaptiveLimit(clock=clock)
+    for _ in range(200):
+        sent = 0
+        while limit.try_acquire():
+            sent += 1
+        for _ in range(sent):
+            limit.release(0.2 * rng.randint(1, 10))
+        clock.now += 1
+    assert limit.allowed >= 64
+
+
+async def test_a_call_waiting_to_retry_gives_its_place_back():
+    order = []
+    limit = AdaptiveLimit(start=1)
+
+    async def respond(request):
+        return "ok"
+
+    class Endpoint(FakeClient):
+        refused_once = False
+
+        async def create(self, messages, **kwargs):
+            name = messages[0].content
+            if name == "a" and not self.refused_once:
+                self.refused_once = True
+                rate_limited()
+                order.append("a refused")
+                await backoff(0.05)
+            order.append(name)
+            return await super().create(messages, **kwargs)
+
+    from autogen_core.models import SystemMessage
+
+    client = Limited(Endpoint(), limit)
+    first = asyncio.ensure_future(client.create([SystemMessage(content="a")]))
+    await asyncio.sleep(0.01)
+    await client.create([SystemMessage(content="b")])  # runs while "a" waits to retry
+    await first
+    assert order == ["a refused", "b", "a"]
+    assert limit.in_flight == 0 and limit.refusals == 1
+
+
+async def test_a_fixed_limit_holds_exactly_n_in_flight():
+    busy, peak = 0, 0
+
+    class Slow(FakeClient):
+        async def create(self, messages, **kwargs):
+            nonlocal busy, peak
+            busy += 1
+            peak = max(peak, busy)
+            await asyncio.sleep(0.01)
+            busy -= 1
+            return await super().create(messages, **kwargs)
+
+    from autogen_core.models import SystemMessage, UserMessage
+
+    client = Limited(Slow(), 3)
+    messages = [SystemMessage(content="You are the planner."), UserMessage(content="1 + 1", source="user")]
+    await asyncio.gather(*(client.create(messages) for _ in range(12)))
+    assert peak == 3
