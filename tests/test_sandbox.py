@@ -29,7 +29,7 @@ from mas.meter import Meter
 from mas.models.fake import FakeClient
 from mas.scenario import custom_scenario, load_scenario
 from mas.team import run_rollout
-from mas.tools import TOOLS, isolation
+from mas.tools import TOOLS, cgroups, isolation, sandbox
 from mas.tools.sandbox import Limits, run_python
 from mas.types import Task
 
@@ -335,6 +335,53 @@ def test_the_process_count_is_capped(unsafe):
 
 
 def test_memory_is_capped_per_process(unsafe):
+    assert "MemoryError" in run("x = b'x' * 600_000_000", memory_mb=512)
+
+
+TREE_OF_8_X_200_MB = textwrap.dedent("""
+    import os, time
+    pids = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            held = b"x" * (200 << 20)  # within the 512 MB each process may hold
+            time.sleep(1)
+            os._exit(0)
+        pids.append(pid)
+    statuses = [os.waitpid(pid, 0)[1] for pid in pids]
+    print("ended normally", sum(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in statuses))
+""")
+
+
+def tree_cap_here() -> str:
+    """Why no whole-tree cap can be made on this machine, or "" when one can."""
+    cap, why = cgroups.open_cap(memory_mb=64, processes=8)
+    if cap is not None:
+        cap.close()
+    return why
+
+
+def test_the_whole_process_tree_is_capped_in_memory(monkeypatch):
+    """Four orphans held 4 x 400 MB past the 512 MB cap: 8 x 200 MB passes every per-process
+    limit, so only a cap on the tree's total can stop it."""
+    if why := tree_cap_here():
+        pytest.skip(f"no cgroup for a whole-tree cap here: {why}")
+    monkeypatch.delenv(isolation.UNSAFE_ENV, raising=False)
+    made, real = [], cgroups.open_cap
+    monkeypatch.setattr(cgroups, "open_cap", lambda **kw: made.append(real(**kw)) or made[-1])
+    out = run(TREE_OF_8_X_200_MB, tree_memory_mb=1024)
+    assert int(out.splitlines()[0].split()[-1]) < 8, out
+    assert "passed the 1024 MB memory cap" in out
+    assert run("print(len(b'x' * (300 << 20)) >> 20)", tree_memory_mb=1024) == "300"  # an honest program runs
+    assert len(made) == 2 and not any(folder.exists() for cap, _ in made for folder in cap.dirs)  # removed after
+
+
+def test_without_cgroups_the_per_process_limits_remain_and_it_says_so(monkeypatch, capsys):
+    monkeypatch.delenv(isolation.UNSAFE_ENV, raising=False)
+    monkeypatch.setenv(cgroups.ENV, "0")
+    monkeypatch.setattr(sandbox, "_warned_tree", False)
+    assert run(TREE_OF_8_X_200_MB) == "ended normally 8"  # what the cap above stops
+    assert "memory is capped per process only (512 MB x 16 processes)" in capsys.readouterr().err
     assert "MemoryError" in run("x = b'x' * 600_000_000", memory_mb=512)
 
 
