@@ -470,3 +470,32 @@ def test_the_opt_in_restores_the_plain_subprocess_and_says_so_once(no_bwrap, tmp
     cwd = run("import os; print(os.getcwd())")  # a host temporary folder, as before
     assert "mas-sandbox-" in cwd and cwd != isolation.SCRATCH
     assert capsys.readouterr().err.count("WITHOUT isolation") == 0  # said once per process
+
+
+def test_a_cgroup_v2_leaf_gets_the_caps_and_the_sandbox_enters_it_before_bwrap(tmp_path, monkeypatch):
+    """The v2 layout, on a stand-in directory (this machine may have v1 only): the controllers
+    are enabled below mas's own cgroup and the leaf holds memory.max and pids.max."""
+    own = tmp_path / "cg" / "mas.slice"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("\n")
+    (tmp_path / "mountinfo").write_text(f"41 31 0:38 / {tmp_path / 'cg'} rw,relatime - cgroup2 cgroup2 rw\n")
+    (tmp_path / "cgroup").write_text("0::/mas.slice\n")
+    monkeypatch.setattr(cgroups, "MOUNTINFO", tmp_path / "mountinfo")
+    monkeypatch.setattr(cgroups, "OWN", tmp_path / "cgroup")
+    cap, why = cgroups.open_cap(memory_mb=100, processes=20)
+    assert cap is not None, why
+    (leaf,) = cap.dirs
+    assert leaf.parent == own and (own / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (leaf / "memory.max").read_text() == str(100 << 20) and (leaf / "pids.max").read_text() == "20"
+    child = subprocess.Popen([*cap.prefix(), "sh", "-c", "echo inside"], stdout=subprocess.PIPE, text=True)
+    assert child.communicate()[0] == "inside\n" and (leaf / "cgroup.procs").read_text() == f"{child.pid}\n"
+    assert not cap.oom_killed()
+    (leaf / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert cap.oom_killed()
+    for file in leaf.iterdir():
+        file.unlink()
+    cap.close()
+    assert not leaf.exists()
+    (own / "cgroup.controllers").write_text("cpu\n")
+    assert cgroups.open_cap(memory_mb=100, processes=20)[0] is None
