@@ -483,8 +483,14 @@ def test_a_cgroup_v2_leaf_gets_the_caps_and_the_sandbox_enters_it_before_bwrap(t
     (tmp_path / "cgroup").write_text("0::/mas.slice\n")
     monkeypatch.setattr(cgroups, "MOUNTINFO", tmp_path / "mountinfo")
     monkeypatch.setattr(cgroups, "OWN", tmp_path / "cgroup")
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is free now: the leaf of a mas that was killed outright
+    (own / f"mas-sandbox-{dead.pid}-0000").mkdir()
+    (own / f"mas-sandbox-{os.getpid()}-1111").mkdir()  # a live mas's leaf stays
     cap, why = cgroups.open_cap(memory_mb=100, processes=20)
     assert cap is not None, why
+    assert not (own / f"mas-sandbox-{dead.pid}-0000").exists() and (own / f"mas-sandbox-{os.getpid()}-1111").exists()
+    (own / f"mas-sandbox-{os.getpid()}-1111").rmdir()
     (leaf,) = cap.dirs
     assert leaf.parent == own and (own / "cgroup.subtree_control").read_text() == "+memory +pids"
     assert (leaf / "memory.max").read_text() == str(100 << 20) and (leaf / "pids.max").read_text() == "20"

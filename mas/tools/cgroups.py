@@ -31,6 +31,8 @@ from pathlib import Path
 ENV = "MAS_SANDBOX_CGROUP"
 MOUNTINFO = Path("/proc/self/mountinfo")
 OWN = Path("/proc/self/cgroup")
+PREFIX = "mas-sandbox-"
+"""Leaves are named ``mas-sandbox-<mas's pid>-<random>``."""
 # Writes its own PID into each cgroup.procs named before "--", then becomes the command.
 _ENTER = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
@@ -135,9 +137,30 @@ def _v1(mounts: dict[str, tuple[Path, str]], own: dict[str, str], memory_mb: int
 
 
 def _make(base: Path) -> Path:
-    leaf = base / f"mas-sandbox-{os.getpid()}-{secrets.token_hex(4)}"
+    _sweep(base)
+    leaf = base / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     leaf.mkdir()
     return leaf
+
+
+def _sweep(base: Path) -> None:
+    """Remove the empty leaves of mas processes that are gone: one killed outright (SIGKILL)
+    never reaches ``close``. A leaf still holding a process stays (rmdir refuses it)."""
+    for leaf in base.glob(f"{PREFIX}*"):
+        pid = leaf.name[len(PREFIX) :].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                leaf.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _mounts() -> dict[str, tuple[Path, str]]:
