@@ -6,15 +6,19 @@ by nature, so the screen does not look for the imperative; it refuses (quarantin
 reason) in layers, each naming itself in the reason:
 
 1. normalise: NFKC; zero-width, bidi and tag characters removed (refused when they sit
-   inside words or hide text); Cyrillic/Greek look-alikes mapped to Latin. Rules then also
-   read the text re-spelled (spaced or split letters joined, leetspeak, reversed, ROT13) and
-   decoded (base64, hex, percent-encoding, escapes): an encoded sentence is refused.
+   inside words or hide text); Cyrillic/Greek look-alikes mapped to Latin; HTML character
+   references decoded (refused when they spell letters). Rules then also read the text
+   re-spelled (spaced or split letters joined, names given a quoted value replaced by it,
+   leetspeak, reversed, ROT13) and decoded (base64, hex, percent-encoding, escapes): an
+   encoded sentence is refused.
 2. structure: links and host names, e-mail addresses, key-like strings, code and markup.
 3. instruction: what the lesson asks for (``mas.screen_rules``): overriding earlier
-   instructions, a fixed output whatever the task, revealing the prompt, exfiltration, role
-   hijack, bypassing checks, triggers, library tampering, advertising, destruction.
-4. answer: a specific answer of a task of the step (anywhere), or a weak one (a small number,
-   a single word) given as the answer; yes/no never.
+   instructions or handing authority to tool outputs and documents, a fixed output whatever
+   the task, revealing the prompt, exfiltration, role hijack, bypassing or faking checks,
+   triggers, library tampering, advertising, destruction.
+4. answer: a specific answer of a task of the step (anywhere, a specific number inside it
+   too), or a weak one (a small number, a single word) given as the answer or in a lesson
+   about one named task; yes/no never.
 5. copy: a run of 8 or more words copied from a tool output or a document of the step.
 6. model: the edit call's verdict on the lesson, when the endpoint gives one.
 
@@ -28,6 +32,7 @@ reason) in layers, each naming itself in the reason:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 
 from mas import screen_rules as rules
@@ -111,7 +116,7 @@ STRUCTURE = [
     ),
     (
         "code",
-        r"```|~~~|<!--|-->|^\s*\[[^\]]*\]:\s*(?:#|<>)|<\|[\w-]+\|>|\[/?INST\]|<</?SYS>>|</?s>"
+        r"```[^`\n]*\n|```[\s\S]*?```|~~~|<!--|-->|^\s*\[[^\]]*\]:\s*(?:#|<>)|<\|[\w-]+\|>|\[/?INST\]|<</?SYS>>|</?s>"
         r"|</?(?:div|span|details|summary|script|style|iframe|img|a|p|b|i|u|br|hr|table|html|body|head|meta|link|form|"
         r"input|button|svg|object|embed|font|center|small|code|pre|em|strong|h[1-6]|ul|ol|li|section|noscript|template|"
         r"textarea|video|audio)(?:\s*/?>|\s+(?:[\w-]+\s*=|hidden\b|open\b)[^<>]*>)"
@@ -177,9 +182,11 @@ def _random_looking(token: str) -> bool:
 def instruction(text: str) -> str | None:
     """The instruction layer: rules written against what the lesson asks for."""
     for what, pattern in rules.COMPILED:
-        for m in pattern.finditer(text):
+        m = pattern.search(text)
+        while m:
             if not _negated(text, m.start()):
                 return f"instruction: {what} ({_quote(m.group())})"
+            m = pattern.search(text, m.start() + 1)  # a later start may not be negated
     for part in sentences(text):
         if found := _fixed_output(part):
             return f"instruction: a fixed output whatever the task ({_quote(found)})"
@@ -192,11 +199,20 @@ def _fixed_output(part: str) -> str | None:
     an example ("such as 'Portuguese'") or a fallback under a condition ("reply 'unknown' if
     no passage names it") is a format habit."""
     for m in rules.FIXED_OUTPUT.finditer(part):
+        if re.match(
+            r"(?:say|write|state|read|ask|answer|return|give)s\b|(?:said|wrote|stated|asked)\b", m.group(), re.I
+        ):
+            continue  # "when the problem says 'each'": someone else speaks
         literal = m.group("lit")
+        if re.match(r"\s*(?:or|/)\s", part[m.end("lit") :]):
+            continue  # "reply 'yes' or 'no'": a choice of format, not one value
         inner = re.sub(
             r"^(?:final )?answer\s*[:=]\s*|^\\boxed\{|\}$", "", literal.strip("'\"“”‘’«»„「」『』"), flags=re.I
         )
-        if rules.PLACEHOLDER.search(inner) or rules.EXAMPLE.search(part[: m.start("lit")]) or _negated(part, m.start()):
+        before = part[: m.start("lit")]
+        if rules.PLACEHOLDER.search(inner) or rules.EXAMPLE.search(before) or rules.BOUND.search(before):
+            continue
+        if _negated(part, m.start()):
             continue
         bare = not re.match(r"['\"“‘«„「『]|[A-E]$", literal)
         shortcut = rules.SHORTCUT.search(part) or rules.UNIVERSAL.search(part)
@@ -228,13 +244,21 @@ TRIVIAL = {"yes", "no", "true", "false", "none", "oui", "non", "ja", "nein", "s�
 def leaked_answer(text: str, answers: list[str]) -> str | None:
     """The answer layer: a specific answer of a task of the step anywhere in the lesson, or a
     weak one (a small or round number, a single word) given as the answer ("answer 17")."""
-    words = _WORD.findall(text.lower())
+    words = _WORD.findall(_folded(text))
     for answer in answers:
         weight = answer_weight(answer)
-        target = _WORD.findall(normalise(answer)[0].lower())
-        if weight == "specific" and _contains(words, target) or weight == "weak" and _given(text, answer):
+        target = _WORD.findall(_folded(normalise(answer)[0]))
+        # a specific number inside an answer ("214 metres") is the answer in any unit's spelling
+        numbers = [[w] for w in target if re.fullmatch(r"\d+", w) and answer_weight(w) == "specific"]
+        specific = weight == "specific" and any(_contains(words, t) for t in [target, *numbers])
+        if specific or weight == "weak" and _given(text, answer):
             return f"answer: the answer of a task ({answer!r})"
     return None
+
+
+def _folded(text: str) -> str:
+    """Lower case without accents: "Mètres" and "metres" are one word to the answer layer."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
 
 
 def answer_weight(answer: str) -> str:
@@ -252,7 +276,7 @@ def answer_weight(answer: str) -> str:
 def _given(text: str, answer: str) -> bool:
     """Whether ``answer`` is given as the answer: "answer 17", "say Paris", ``\\boxed{17}``;
     a word also after "is" ("the county is Fenwick"), a number not ("a dozen is 12 items")."""
-    verbs = r"answer|reply|respond|say|output|return|submit|give|write|choose|pick|select"
+    verbs = r"answer|reply|respond|say|output|return|submit|give|write|choose|pick|select|report|state|put|accept|enter|type"
     number = re.fullmatch(r"[\d.,/-]+", answer.strip())
     if not number:
         verbs += r"|is|are|was|were|equals"
@@ -261,13 +285,29 @@ def _given(text: str, answer: str) -> bool:
         r"|\b(?:answer|result|total|value|solution|count|problem|puzzle|task|question|exercise|riddle|quiz)\b"
         r"[^.;!?\n]{0,30}?\b(?:is|was|equals|will be|should be)\s+)"
     )
-    after = r"(?=\s*(?:[.,;:!?)\]}'\"”»]|$)|\s+(?:without|and|regardless|directly|immediately|for|every|each|whatever|no)\b)"
+    after = (
+        r"(?=\s*(?:[.,;:!?)\]}'\"”»]|$)|\s+(?:without|and|regardless|directly|immediately|for|every|each|whatever|no"
+        r"|as|on|in|into|then|here|before)\b)"
+    )
     judged = r"\s+(?:is|was)\s+(?:the\s+)?(?:correct|right|answer|solution|final answer|expected)\b"
     value = re.escape(answer.strip())
     return bool(
         re.search(lead + value + (after if number else r"(?!\w)"), text, re.I)
         or re.search(rf"(?<![\w.]){value}{judged}", text, re.I)
+        or bool(SPECIFIC_TASK.search(text) and re.search(rf"(?<![\w.]){value}(?!\w|\.\d)", text, re.I))
     )
+
+
+SPECIFIC_TASK = re.compile(
+    r"\b(?:the|this|that)\s+(?!(?:word|next|same|whole|current|given|original|following|first|second|last|above"
+    r"|previous|other|harder|easier|actual|real|main|sub|math|maths|geometry|probability|counting|algebra|arithmetic"
+    r"|comparison|yes/no|multiple-choice|coding)\s)(?:[\w'-]+\s+){1,4}?(?:problem|question|task|puzzle|exercise|riddle)\b"
+    r"|\b(?:problem|question|task|puzzle|exercise|riddle)\s+(?:about|on|with|involving|regarding|of|mentioning)\s"
+    r"|(?-i:\b[A-Z][a-z]+'s\s+[a-z]+)",
+    re.I,
+)
+"""A lesson about one task of the step ("the bakery problem", "the question about X"): a weak
+answer anywhere in the lesson is that task's answer, not a general habit."""
 
 
 def copied(text: str, sources: list[str]) -> str | None:

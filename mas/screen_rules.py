@@ -60,13 +60,14 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 COMPILED = load(resources.files("mas").joinpath("screen_rules.txt").read_text(encoding="utf-8"))
 
 NEGATION = re.compile(
-    r"\b(?:never|not|no|don't|dont|doesn't|avoid|nor|refuse to|nie|nicht|kein\w*|nunca|jamais|non|mai|não|не"
+    r"\b(?:never|not|(?<![/-])no(?![/-])|don't|dont|doesn't|avoid|nor|refuse to|nie|nicht|kein\w*|nunca|jamais|non|mai|não|не"
     r"|никогда|لا)\b|\bne\b|n't\b|(?<!\w)n['’]|不|别|勿|禁止|绝不|절대",
     re.I,
 )
 REPORTED = re.compile(
     r"\b(?:says|said|reads|writes|wrote|tells (?:you|the \w+)|told (?:you|the \w+)|asks (?:you|the \w+)|ask you"
-    r"|tell you|claims|claimed|saying|such as|phrases? like|text like|lines? like)\s+(?:to\s+)?(?:\w+\s+)?$",
+    r"|tell you|claims?|claimed|claiming|pretends?|pretending|purports?|purporting|tries|try|trying|attempts?|attempting"
+    r"|saying|such as|phrases? like|text like|lines? like)\s+(?:to\s+)?(?:\w+\s+)?$",
     re.I,
 )
 """Reported speech before a match: a defensive lesson quoting what an attack says."""
@@ -76,18 +77,23 @@ REPORTED = re.compile(
 _OUT_VERB = (
     r"(?:answer|reply|respond|say|output|give|submit|write|state|return|print|end|close|finish|conclude|begin|start"
     r"|prefix|append|add|include|contain|sign|type|put|pick|choose|select|go with|circle|tick|name|report|declare"
-    r"|(?:final )?(?:line|answer|output|reply|response|result|verdict|total|sum|value|count|score|winner)s?"
-    r"(?: \w+){0,3}? (?:be|is|are|equals?))"
+    r"|make|replace|overwrite|swap|change|set|mark|grade|rate|score|enter|fill"
+    r"|(?:final )?(?:line|answer|output|reply|response|result|verdict|total|sum|value|count|score|winner|option|choice"
+    r"|letter|grade|rating|label|decision|solution)s?(?: \w+){0,5}? (?:be|is|are|equals?|comes? to))"
 )
 _LITERAL = (
     r"(?<!\w)'[^'\n]{1,60}'(?!\w)|\"[^\"\n]{1,60}\"|“[^”\n]{1,60}”|‘[^’\n]{1,60}’|«[^»\n]{1,60}»"
     r"|„[^“”\n]{1,60}[“”]|「[^」\n]{1,60}」|『[^』\n]{1,60}』"  # quoted
-    r"|(?:(?<=\bwith )|(?<=\bis )|(?<=\boption ))[A-E](?=\s*[.;!]|\s*$)"  # a choice letter
+    r"|(?:(?<=\bwith )|(?<=\bis )|(?<=\boption ))[A-E](?=\s*[.;!,]|\s*$|\s+(?:without|regardless|for|in|every|each"
+    r"|whatever|directly|immediately|and|then))"  # a choice letter
     r"|(?:(?<=\banswer )|(?<=\breply )|(?<=\brespond )|(?<=\bsay ))(?:yes|no|true|false)\b(?!\s*(?:or|/))"
     r"|(?:(?<=\banswer )|(?<=\breply )|(?<=\brespond )|(?<=\bsay )|(?<=\bwrite )|(?<=\boutput ))(?-i:[A-Z]{2,})\b(?!\s*(?:or|/|:))"
+    r"|(?<=\bis )(?-i:PASS|FAIL|CORRECT|INCORRECT|APPROVED|REJECTED|VALID|INVALID|TRUE|FALSE|YES|NO|OK|ACCEPT|REJECT"
+    r"|ACCEPTED|SAFE|DONE)\b(?!\s*(?:or|/))"  # a verdict in capitals
     r"|\b(?:final )?answer\s*[:=]\s*[^\s<{\[(][^\s,;]*|\\boxed\{[^{}]+\}|\[\[?[\d\s,\[\].-]+\]"
     r"|(?<![\w.])-?\d+(?:\.\d+)?(?=\s*(?:[.,;:!?)]|$)|\s+(?:and|without|to|for|as|regardless|whatever|no|at"
-    r"|every|each|if|when|then|instead|directly|immediately|only|nothing|in (?:every|each|all|any))\b)"  # a number
+    r"|every|each|if|when|then|instead|directly|immediately|only|nothing|in (?:every|each|all|any)|in the (?:box|answer"
+    r"|final|last|reply|response)|on the (?:last|final)|before (?:the|you|answering|replying)|into the)\b)"  # a number
     r"|[$€£]\s?\d[\d,.]*"  # an amount
 )
 FIXED_OUTPUT = re.compile(rf"\b(?P<verb>{_OUT_VERB})\w*\b(?P<gap>{_}{{0,40}}?)(?P<lit>{_LITERAL})", re.I)
@@ -103,7 +109,11 @@ RIGHT_AFTER = re.compile(
 )
 UNIVERSAL = re.compile(
     r"\b(?:always|every|each|any|whatever|whichever|whenever|no matter|regardless|irrespective|without exception"
-    r"|in all cases|nothing else|everything|anything|all (?:answers|replies|responses|messages|questions|tasks|outputs))\b",
+    r"|in all cases|nothing else|everything|anything|all (?:answers|replies|responses|messages|questions|tasks|outputs)"
+    r"|(?:in|for|on|to) all|from now on|henceforth|going forward|at all times|in any case|either way"
+    r"|even (?:when|if) (?:you(?:'re| are) )?(?:sure|certain|confident)"
+    r"|cualquier\w*|siempre|tou(?:te|tes|s)?|chaque|toujours|jede[rsnm]?|immer|qualsiasi|ogni|sempre|qualquer|любо\w+"
+    r"|всегда)\b|不管|无论|不论|任何|所有|总是|始终|どんな|いつも|常に|항상",
     re.I,
 )
 EXAMPLE = re.compile(r"\b(?:e\.g\.|eg|for example|for instance|such as|like|as in|i\.e\.)\W*$", re.I)
@@ -118,4 +128,10 @@ FALLBACK = re.compile(
     re.I,
 )
 """A fallback reply ("reply 'unknown' if no passage names it") is a habit under a condition."""
+BOUND = re.compile(
+    r"\b(?:between|from|at least|at most|less than|more than|greater than|under|over|above|below|up to|within"
+    r"|no more than|no less than|not exceed\w*)\s*$",
+    re.I,
+)
+"""A bound before a number ("always between 0 and 1"): a check on any answer, not a fixed one."""
 CONDITION = re.compile(r"\b(?:if|when|unless|in case)\b", re.I)

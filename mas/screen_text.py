@@ -48,14 +48,21 @@ def normalise(text: str) -> tuple[str, str | None]:
         found = f"normalise: zero-width characters inside words ({word!r})"
     plain = "".join(c for c in text if not 0xE0000 <= ord(c) <= 0xE007F and c not in BIDI + MARKS + ZERO_WIDTH)
     plain = unicodedata.normalize("NFKC", plain)
-    if re.search(r"&(?:#\d+|#x[0-9a-f]+|[a-z]+);", plain, re.I):
-        plain = html.unescape(plain)
+    if letters := [
+        e for e in _ENTITY.findall(plain) if re.fullmatch("[A-Za-z0-9]", html.unescape(e.rstrip(";") + ";"))
+    ]:
+        found = found or f"normalise: letters written as HTML character references ({letters[0]!r})"
+    if _ENTITY.search(plain):
+        plain = _ENTITY.sub(lambda m: html.unescape(m.group().rstrip(";") + ";"), plain)
     mixed = [w for w in _WORDLIKE.findall(plain) if re.search("[a-zA-Z]", w) and re.search("[\u0400-\u04ff]", w)]
     if mixed and not found:
         found = f"normalise: words mixing Latin and Cyrillic letters ({mixed[0]!r})"
     return _LOOKALIKES.sub(_latin, plain), found
 
 
+_ENTITY = re.compile(r"&#\d{1,7};?|&#x[0-9a-f]{1,6};?|&[a-z]{2,8};", re.I)
+"""A numeric or named HTML character reference. A letter or digit written as one ("&#73;") is
+a disguise: a lesson has no reason to spell ``I`` that way; ``&amp;`` may be a coding habit."""
 _LOOKALIKES = re.compile(r"[^\W_]*[\u0370-\u03ff\u0400-\u04ff][^\W_]*")
 
 
@@ -88,7 +95,8 @@ def readings(text: str, plain: str) -> list[tuple[str, str, list[str]]]:
 
 
 def _respellings(plain: str) -> list[tuple[str, str]]:
-    joined = re.sub(r"[\"']\s*(?:\+|\.|,|&|\|\|)?\s*[\"']", "", plain)
+    joined = _substituted(plain)
+    joined = re.sub(r"[\"']\s*(?:\+|\.|,|&|\|\|)?\s*[\"']", "", joined)
     joined = re.sub(r"(?<=[^\W\d_])[-.·*|_/]+(?=[^\W\d_])", "", joined)
     return [
         ("spaced letters", re.sub(r" +", " ", SPACED.sub(lambda m: re.sub(r"[\W_]", "", m.group()), plain))),
@@ -97,6 +105,21 @@ def _respellings(plain: str) -> list[tuple[str, str]]:
         ("reversed", plain[::-1]),
         ("rot13", codecs.encode(plain, "rot13")),
     ]
+
+
+_ASSIGNMENT = re.compile(r"\b([A-Za-z]\w{0,5})\s*(?::?=|\bbe\b)\s*[\"'“‘]([^\"'”’\n]{1,40})[\"'”’]")
+
+
+def _substituted(plain: str) -> str:
+    """The text with names given a quoted value ("let A = 'system'") replaced by the value
+    everywhere else: a phrase assembled from variables reads as the phrase."""
+    values = {m.group(1): m.group(2) for m in _ASSIGNMENT.finditer(plain)}
+    if not values:
+        return plain
+    rest = _ASSIGNMENT.sub("", plain)
+    names = "|".join(map(re.escape, values))
+    rest = re.sub(rf"\b({names})\b", lambda m: values[m.group(1)], rest)
+    return re.sub(r"(?<=[^\W\d_])\s*\+\s*(?=[^\W\d_])", "", rest)  # "a + b" is one word
 
 
 SPACED = re.compile(r"(?<![^\W_])[^\W_](?:[ .\-_·|/][^\W_]){2,}(?![^\W_])")

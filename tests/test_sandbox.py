@@ -29,7 +29,7 @@ from mas.meter import Meter
 from mas.models.fake import FakeClient
 from mas.scenario import custom_scenario, load_scenario
 from mas.team import run_rollout
-from mas.tools import TOOLS, isolation
+from mas.tools import TOOLS, cgroups, isolation, sandbox
 from mas.tools.sandbox import Limits, run_python
 from mas.types import Task
 
@@ -338,6 +338,53 @@ def test_memory_is_capped_per_process(unsafe):
     assert "MemoryError" in run("x = b'x' * 600_000_000", memory_mb=512)
 
 
+TREE_OF_8_X_200_MB = textwrap.dedent("""
+    import os, time
+    pids = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            held = b"x" * (200 << 20)  # within the 512 MB each process may hold
+            time.sleep(1)
+            os._exit(0)
+        pids.append(pid)
+    statuses = [os.waitpid(pid, 0)[1] for pid in pids]
+    print("ended normally", sum(os.WIFEXITED(s) and os.WEXITSTATUS(s) == 0 for s in statuses))
+""")
+
+
+def tree_cap_here() -> str:
+    """Why no whole-tree cap can be made on this machine, or "" when one can."""
+    cap, why = cgroups.open_cap(memory_mb=64, processes=8)
+    if cap is not None:
+        cap.close()
+    return why
+
+
+def test_the_whole_process_tree_is_capped_in_memory(monkeypatch):
+    """Four orphans held 4 x 400 MB past the 512 MB cap: 8 x 200 MB passes every per-process
+    limit, so only a cap on the tree's total can stop it."""
+    if why := tree_cap_here():
+        pytest.skip(f"no cgroup for a whole-tree cap here: {why}")
+    monkeypatch.delenv(isolation.UNSAFE_ENV, raising=False)
+    made, real = [], cgroups.open_cap
+    monkeypatch.setattr(cgroups, "open_cap", lambda **kw: made.append(real(**kw)) or made[-1])
+    out = run(TREE_OF_8_X_200_MB, tree_memory_mb=1024)
+    assert int(out.splitlines()[0].split()[-1]) < 8, out
+    assert "passed the 1024 MB memory cap" in out
+    assert run("print(len(b'x' * (300 << 20)) >> 20)", tree_memory_mb=1024) == "300"  # an honest program runs
+    assert len(made) == 2 and not any(folder.exists() for cap, _ in made for folder in cap.dirs)  # removed after
+
+
+def test_without_cgroups_the_per_process_limits_remain_and_it_says_so(monkeypatch, capsys):
+    monkeypatch.delenv(isolation.UNSAFE_ENV, raising=False)
+    monkeypatch.setenv(cgroups.ENV, "0")
+    monkeypatch.setattr(sandbox, "_warned_tree", False)
+    assert run(TREE_OF_8_X_200_MB) == "ended normally 8"  # what the cap above stops
+    assert "memory is capped per process only (512 MB x 16 processes)" in capsys.readouterr().err
+    assert "MemoryError" in run("x = b'x' * 600_000_000", memory_mb=512)
+
+
 def test_printing_400_mb_costs_mas_almost_nothing(unsafe):
     """Printing 400 MB took mas from 116 MB to 880 MB: the output was read whole, then cut."""
     code = "import sys\nfor _ in range(400):\n    sys.stdout.write('x' * 1_000_000)"
@@ -423,3 +470,38 @@ def test_the_opt_in_restores_the_plain_subprocess_and_says_so_once(no_bwrap, tmp
     cwd = run("import os; print(os.getcwd())")  # a host temporary folder, as before
     assert "mas-sandbox-" in cwd and cwd != isolation.SCRATCH
     assert capsys.readouterr().err.count("WITHOUT isolation") == 0  # said once per process
+
+
+def test_a_cgroup_v2_leaf_gets_the_caps_and_the_sandbox_enters_it_before_bwrap(tmp_path, monkeypatch):
+    """The v2 layout, on a stand-in directory (this machine may have v1 only): the controllers
+    are enabled below mas's own cgroup and the leaf holds memory.max and pids.max."""
+    own = tmp_path / "cg" / "mas.slice"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("\n")
+    (tmp_path / "mountinfo").write_text(f"41 31 0:38 / {tmp_path / 'cg'} rw,relatime - cgroup2 cgroup2 rw\n")
+    (tmp_path / "cgroup").write_text("0::/mas.slice\n")
+    monkeypatch.setattr(cgroups, "MOUNTINFO", tmp_path / "mountinfo")
+    monkeypatch.setattr(cgroups, "OWN", tmp_path / "cgroup")
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is free now: the leaf of a mas that was killed outright
+    (own / f"mas-sandbox-{dead.pid}-0000").mkdir()
+    (own / f"mas-sandbox-{os.getpid()}-1111").mkdir()  # a live mas's leaf stays
+    cap, why = cgroups.open_cap(memory_mb=100, processes=20)
+    assert cap is not None, why
+    assert not (own / f"mas-sandbox-{dead.pid}-0000").exists() and (own / f"mas-sandbox-{os.getpid()}-1111").exists()
+    (own / f"mas-sandbox-{os.getpid()}-1111").rmdir()
+    (leaf,) = cap.dirs
+    assert leaf.parent == own and (own / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (leaf / "memory.max").read_text() == str(100 << 20) and (leaf / "pids.max").read_text() == "20"
+    child = subprocess.Popen([*cap.prefix(), "sh", "-c", "echo inside"], stdout=subprocess.PIPE, text=True)
+    assert child.communicate()[0] == "inside\n" and (leaf / "cgroup.procs").read_text() == f"{child.pid}\n"
+    assert not cap.oom_killed()
+    (leaf / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert cap.oom_killed()
+    for file in leaf.iterdir():
+        file.unlink()
+    cap.close()
+    assert not leaf.exists()
+    (own / "cgroup.controllers").write_text("cpu\n")
+    assert cgroups.open_cap(memory_mb=100, processes=20)[0] is None

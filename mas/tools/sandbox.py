@@ -4,7 +4,9 @@ The code runs under bubblewrap (``mas.tools.isolation``): it sees only the inter
 its standard library, has no network, no environment, a private scratch directory, and its
 own PID namespace, so one kill ends every process it started: at the deadline, and when
 the code exits. The kernel limits CPU seconds, memory per process, file size, open files
-and the number of processes.
+and the number of processes; and, in a cgroup of its own where one can be made here
+(``mas.tools.cgroups``), the memory and task count of the whole process tree. Where none can,
+mas says so once on stderr and the per-process limits are all there is.
 
 Its output is read as it comes and at most a few times what the tool returns: code that
 prints without end is stopped, and costs mas a fixed small buffer. If the rollout is
@@ -27,7 +29,7 @@ import tempfile
 
 from pydantic import Field
 
-from mas.tools import isolation
+from mas.tools import cgroups, isolation
 from mas.types import Frozen
 
 
@@ -37,6 +39,9 @@ class Limits(Frozen):
     """Address space per process."""
     wall_seconds: float = Field(10.0, gt=0)
     output_chars: int = Field(2000, ge=100)
+    tree_memory_mb: int = Field(1024, ge=64)
+    """Memory of all the code's processes together, the private /tmp included (isolated runs
+    where a cgroup can be made here)."""
     processes: int = Field(16, ge=2)
     """Processes and threads at once, the code's own included, and as an ordinary user the
     sandbox's PID 1 too (isolated runs only)."""
@@ -56,6 +61,36 @@ async def run_python(code: str, limits: Limits = Limits()) -> str:
 
 
 async def _isolated(code: str, limits: Limits, bwrap: str) -> str:
+    # bwrap, its PID 1 and a spare beside the code's own processes
+    cap, why = cgroups.open_cap(memory_mb=limits.tree_memory_mb, processes=limits.processes + 4)
+    if cap is None:
+        warn_no_tree_cap(why, limits)
+    try:
+        said = await _bwrapped(code, limits, bwrap, cap.prefix() if cap else [])
+        if cap is not None and cap.oom_killed():
+            said += f"\nstopped: the code's processes together passed the {limits.tree_memory_mb} MB memory cap"
+        return said
+    finally:
+        if cap is not None:
+            cap.close()
+
+
+_warned_tree = False
+
+
+def warn_no_tree_cap(why: str, limits: Limits) -> None:
+    """Say once per process, on stderr, that the python tool's memory is capped per process only."""
+    global _warned_tree
+    if not _warned_tree:
+        _warned_tree = True
+        print(
+            f"mas: no cgroup for the python tool here ({why}): its memory is capped per process only "
+            f"({limits.memory_mb} MB x {limits.processes} processes), not for the whole process tree",
+            file=sys.stderr,
+        )
+
+
+async def _bwrapped(code: str, limits: Limits, bwrap: str, prefix: list[str]) -> str:
     info, info_w = os.pipe()
     lifeline, lifeline_w = os.pipe()  # mas keeps the write end: when mas dies, the sandbox does
     try:
@@ -63,7 +98,7 @@ async def _isolated(code: str, limits: Limits, bwrap: str) -> str:
             bwrap, code, cpu=limits.cpu_seconds, memory_mb=limits.memory_mb, processes=limits.processes,
             scratch_mb=limits.scratch_mb, info_fd=info_w, lifeline=lifeline,
         )  # fmt: skip
-        child = await _spawn(argv, pass_fds=(info_w, lifeline))
+        child = await _spawn([*prefix, *argv], pass_fds=(info_w, lifeline))
     except BaseException:
         os.close(info)
         os.close(lifeline_w)

@@ -1,8 +1,8 @@
 """Aggregate figures of the lesson screen on a labelled file: false quarantines of honest
 items, passes of hostile items, per kind and per layer. It prints no item's text, so it may
-score the held-out ``test.jsonl`` (score it; never read it, never tune on it).
+score the held-out ``holdout.jsonl`` (score it; never read it, never tune on it).
 
-    python -m tests.screening.score tests/screening/test.jsonl
+    python -m tests.screening.score tests/screening/holdout.jsonl
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ from pathlib import Path
 from mas.screen import refusals
 
 HERE = Path(__file__).parent
-FILES = ("dev.jsonl", "test.jsonl")
+TUNING = ("dev.jsonl", "test.jsonl", "probes.jsonl")
+"""Files the rules were tuned on (test.jsonl was held out until it had been looked at too often)."""
+HOLDOUT = "holdout.jsonl"
+"""Written from the outside by someone who never read the rules; only scored."""
+FILES = (*TUNING, HOLDOUT)
 
 
 def load(path: Path) -> list[dict]:
