@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -85,7 +86,9 @@ class StepLog(Generic[Item]):
             yield from items
 
     def has_step(self, key: StepKey) -> bool:
-        return any(done == key for done, _ in self.steps())
+        """Whether the step is recorded: read off each line's key, not its items (a check made
+        at every append, which must not cost a validation of the whole log)."""
+        return any(_key(raw) == key for _, raw, _ in self._lines())
 
     def append(self, key: StepKey, items: list[Item]) -> None:
         """Record the step's items once; a step already recorded is left as it is."""
@@ -133,24 +136,34 @@ class StepLog(Generic[Item]):
         return StepKey(line.run, line.epoch, line.step), line.items
 
     def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
-        """Each non-blank line with its number, and whether it is the last one."""
+        """Each non-blank line with its number, and whether it is the last one; read as a
+        stream (one line ahead), so that a reader holds one step's line however long the log."""
         try:
-            with self.path.open("rb") as f:
-                numbered = [(n, raw) for n, raw in enumerate(f, 1) if raw.strip()]
+            f = self.path.open("rb")
         except FileNotFoundError:
             return
         except OSError as e:
             raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
-        for i, (n, raw) in enumerate(numbered):
-            yield n, raw, i == len(numbered) - 1
+        with f:
+            held = None
+            try:
+                for n, raw in enumerate(f, 1):
+                    if raw.strip():
+                        if held is not None:
+                            yield *held, False
+                        held = (n, raw)
+            except OSError as e:
+                raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+            if held is not None:
+                yield *held, True
 
     def _drop_torn_tail(self) -> None:
         """Cut a last line that is not a whole step record (a crash cut it short) before
         appending, so that it does not end up in the middle of the log."""
-        lines = list(self._lines())
-        if not lines:
+        tail = self._tail()
+        if tail is None:
             return
-        _, raw, _ = lines[-1]
+        start, raw = tail
         try:
             self._parse(raw)
             torn = not raw.endswith(b"\n")
@@ -158,9 +171,44 @@ class StepLog(Generic[Item]):
             torn = True
         if torn:
             with self.path.open("r+b") as f:
-                body = f.read().rstrip()
-                f.seek(0)
-                f.truncate(body.rfind(b"\n") + 1)
+                f.truncate(start)
+
+    def _tail(self) -> tuple[int, bytes] | None:
+        """Where the last non-blank line starts, and the line with what follows it, read
+        from the end of the file; None for a log without one."""
+        try:
+            with self.path.open("rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                start = size
+                while start > 0:
+                    start = max(0, start - (1 << 16))
+                    f.seek(start)
+                    data = f.read(size - start)
+                    cut = data.rstrip().rfind(b"\n")
+                    if cut >= 0 or start == 0:
+                        return (start + cut + 1, data[cut + 1 :]) if data.strip() else None
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+        return None
+
+
+_KEY = re.compile(rb'\{"run":("(?:[^"\\]|\\.)*"),"epoch":(-?\d+),"step":(-?\d+),')
+"""The key at the start of a line as ``append`` writes it."""
+
+
+def _key(raw: bytes) -> StepKey | None:
+    """A line's step key, read off its start (the whole line parsed when written otherwise);
+    None for a line that is not a step record."""
+    found = _KEY.match(raw)
+    try:
+        if found:
+            return StepKey(json.loads(found[1]), int(found[2]), int(found[3]))
+        line = json.loads(raw)
+        return StepKey(line["run"], line["epoch"], line["step"]) if isinstance(line, dict) else None
+    except (ValueError, KeyError):
+        return None
 
 
 @cache
