@@ -407,6 +407,8 @@ class Outcome:
     """Planted keys of the promoted lessons ("?" for a text the world does not know)."""
     harmful_gone: int | None
     """The epoch after which the planted harmful lesson had left the solver's library (1-based)."""
+    judging: float = 0.0
+    """Equivalence judgements (model calls) per training step, with the promotion passes'."""
 
 
 def run(seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3) -> Outcome:
@@ -427,9 +429,10 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
         config = config.model_copy(
             update={"exposure": ExposurePolicy(off=True), "promotion": PromotionPolicy(cadence="off")}
         )
-    asyncio.run(
+    result = asyncio.run(
         train(train_scenario, client=FakeClient(world.respond), store=store, run_dir=folder / "run", config=config)
     )
+    judging = sum(s.calls["equivalence"].calls for s in result.steps if "equivalence" in s.calls) / len(result.steps)
     if old:
         moves = old_rule_moves(store)
         versions, moves = promotion.execute(
@@ -442,7 +445,7 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     empty = world.true_success({}, held)
     share = (world.true_success(heads, held) - empty) / max(world.best(held) - empty, 1e-9)
     promoted = [world.identity.get(_norm(m.text), ("?", False))[0] for m in moves if m.kind == "promote"]
-    return Outcome(share, promoted, _harmful_gone(store))
+    return Outcome(share, promoted, _harmful_gone(store), judging)
 
 
 def _harmful_gone(store: LibraryStore) -> int | None:

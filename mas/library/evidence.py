@@ -47,37 +47,60 @@ class _Tally:
     judged: int = 0
 
 
-def contrasts(events: Iterable[UsageEvent], lineage: dict[str, str] | None = None) -> dict[tuple[str, str], _Tally]:
+def contrasts(
+    events: Iterable[UsageEvent], lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None
+) -> dict[tuple[str, str], _Tally]:
     """Per (role, lesson): the contrasts of the groups where the lesson's showing to the role
     was randomized, by task. ``lineage`` maps an old lesson id to the id it lives on as (a
-    promoted lesson keeps the evidence of the private lesson it came from)."""
-    lineage = lineage or {}
+    promoted lesson keeps the evidence of the private lesson it came from).
+
+    ``classes`` maps a lesson id (after lineage) to the class of lessons judged to say the same
+    thing (``similar.classes``): a class is one treatment. In a group, a rollout counts as shown
+    the class when it showed any member, so two copies shown side by side do not each look
+    useless while the other stands in for it. Every member of a class gets the class's tally."""
+    lineage, classes = lineage or {}, classes or {}
+
+    def unit(lesson: str) -> str:
+        lesson = _current(lesson, lineage)
+        return classes.get(lesson, lesson)
+
     groups: dict[tuple, list[UsageEvent]] = defaultdict(list)
     for event in events:
         if event.randomized:
             groups[(event.run, event.epoch, event.step, event.task_id, event.role)].append(event)
     tallies: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
     for (*_, task, role), members in groups.items():
-        for lesson in members[0].randomized:
-            shown = [e for e in members if lesson in e.shown]
-            hidden = [e for e in members if lesson not in e.shown]
+        shown_units = [{unit(lesson) for lesson in e.shown} for e in members]
+        judged_units = [{unit(lesson) for lesson in e.judged} for e in members]
+        for u in sorted({unit(lesson) for lesson in members[0].randomized}):
+            shown = [i for i, units in enumerate(shown_units) if u in units]
+            hidden = [i for i, units in enumerate(shown_units) if u not in units]
             if not shown or not hidden:
                 continue
-            tally = tallies[(role, _current(lesson, lineage))]
-            tally.per_task[task].append(_mean(e.reward for e in shown) - _mean(e.reward for e in hidden))
+            tally = tallies[(role, u)]
+            contrast = _mean(members[i].reward for i in shown) - _mean(members[i].reward for i in hidden)
+            tally.per_task[task].append(contrast)
             tally.exposures += len(shown)
-            tally.judged += sum(lesson in e.judged for e in shown)
+            tally.judged += sum(u in judged_units[i] for i in shown)
+    for member, u in classes.items():
+        for role in {role for role, key in list(tallies) if key == u}:
+            tallies[(role, member)] = tallies[(role, u)]
     return tallies
 
 
 def estimate(
-    events: Iterable[UsageEvent], *, lineage: dict[str, str] | None = None, alpha: float = 0.05, look: int = 1
+    events: Iterable[UsageEvent],
+    *,
+    lineage: dict[str, str] | None = None,
+    classes: dict[str, str] | None = None,
+    alpha: float = 0.05,
+    look: int = 1,
 ) -> dict[tuple[str, str], Effect]:
     """The effect of every (role, lesson) with randomized evidence, with one-sided bounds at
-    the level ``spent(alpha, look)``."""
+    the level ``spent(alpha, look)`` (a lesson of a class gets the class's effect)."""
     level = spent(alpha, look)
     out = {}
-    for (role, lesson), tally in contrasts(events, lineage).items():
+    for (role, lesson), tally in contrasts(events, lineage, classes).items():
         out[(role, lesson)] = effect_of(role, lesson, tally, level)
     return out
 
