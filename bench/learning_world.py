@@ -476,17 +476,20 @@ def main() -> int:
             "null": sum(bool(o.promoted) for o in nulls) / len(nulls),
             "harmful": max((g or 99) for g in gone),
             "promoted": len(promoted),
+            "judging": sum(o.judging for o in outcomes + nulls) / len(outcomes + nulls),
         }
     print(
         f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default settings"
     )
     print(
-        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>7} {'null seeds w/ promotion':>24} {'harmful gone by epoch':>22}"
+        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>7} {'null seeds w/ promotion':>24}"
+        f" {'harmful gone by epoch':>22} {'judge calls/step':>17}"
     )
     for label, row in table.items():
         harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
         print(
-            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {row['recall']:>7.2f} {row['null']:>24.0%} {harmful:>22}"
+            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {row['recall']:>7.2f} {row['null']:>24.0%}"
+            f" {harmful:>22} {row['judging']:>17.1f}"
         )
     mine = table["randomized (mas)"]
     goals = [

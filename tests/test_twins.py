@@ -65,6 +65,19 @@ def test_a_class_counts_one_contrast_per_group():
     assert e[("solver", "solver/0001")].contrasts == 1 and e[("solver", "solver/0001")].effect == 1.0
 
 
+def test_a_role_own_twin_of_another_roles_lesson_is_its_own_evidence_not_a_trial():
+    events = [
+        event(["solver/0001"], 1.0, task="a", rollout=0, randomized=["solver/0001"]),
+        event([], 0.0, task="a", rollout=1, randomized=["solver/0001"]),
+        event(["planner/0003"], 1.0, task="b", rollout=0, randomized=["planner/0003"]),
+        event([], 0.0, task="b", rollout=1, randomized=["planner/0003"]),
+    ]
+    twins = {"planner/0003": "planner/0003", "solver/0001": "planner/0003"}
+    e = evidence.estimate(events, classes=twins)
+    assert e[("solver", "planner/0003")].tasks == 2 and not e[("solver", "planner/0003")].trial
+    assert evidence.estimate(events)[("solver", "planner/0003")].trial  # alone, it is a trial
+
+
 def test_classes_are_groups_of_mutual_twins_and_one_wrong_verdict_does_not_chain_them():
     lessons = [Lesson(id=f"solver/000{i}", text=t) for i, t in enumerate(["a1", "a2", "b1", "b2", "c"], 1)]
     pairs = {("a1", "a2"), ("b1", "b2"), ("a2", "b1")}  # a2 ~ b1 is the judge's mistake

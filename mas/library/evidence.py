@@ -5,6 +5,9 @@ part of the rollouts (``exposure.py``). Its contrast in that group is the mean r
 rollouts that were shown it minus the mean reward of those that were not: task difficulty
 cancels, and nothing the model says (a citation, a summarizer's judgement) enters it.
 
+Lessons judged to say the same thing (a class of twins) are one treatment: a rollout is shown
+the class when it showed any member, and exposure shows them with one coin (``exposure.py``).
+
 Contrasts are clustered by task (a task's groups across epochs are averaged first, so one
 task seen three times does not count as three), and the effect is their mean over tasks with
 a Student t interval. Training looks at the evidence again after every epoch, so the level of
@@ -97,12 +100,24 @@ def estimate(
     look: int = 1,
 ) -> dict[tuple[str, str], Effect]:
     """The effect of every (role, lesson) with randomized evidence, with one-sided bounds at
-    the level ``spent(alpha, look)`` (a lesson of a class gets the class's effect)."""
+    the level ``spent(alpha, look)``. A lesson of a class gets the class's effect, which is a
+    trial for a role only when no member of the class is the role's own or global."""
     level = spent(alpha, look)
+    members: dict[str, list[str]] = defaultdict(list)
+    for member, unit in (classes or {}).items():
+        members[unit].append(member)
     out = {}
     for (role, lesson), tally in contrasts(events, lineage, classes).items():
-        out[(role, lesson)] = effect_of(role, lesson, tally, level)
+        e = effect_of(role, lesson, tally, level)
+        kin = members.get((classes or {}).get(lesson, ""), [])
+        if e.trial and any(not _trial(role, m) for m in kin):
+            e = e.model_copy(update={"trial": False})
+        out[(role, lesson)] = e
     return out
+
+
+def _trial(role: str, lesson: str) -> bool:
+    return not (lesson.startswith(f"{role}/") or lesson.startswith("global/"))
 
 
 def effect_of(role: str, lesson: str, tally: _Tally, level: float) -> Effect:
@@ -118,7 +133,7 @@ def effect_of(role: str, lesson: str, tally: _Tally, level: float) -> Effect:
     return Effect(
         role=role, lesson=lesson, tasks=n, contrasts=sum(len(v) for v in tally.per_task.values()),
         exposures=tally.exposures, effect=mean, lcb=low, ucb=high, se=se,
-        trial=not (lesson.startswith(f"{role}/") or lesson.startswith("global/")),
+        trial=_trial(role, lesson),
         judged=tally.judged / tally.exposures if tally.exposures else 0.0,
     )  # fmt: skip
 
