@@ -408,6 +408,8 @@ class Outcome:
     """Planted keys of the promoted lessons ("?" for a text the world does not know)."""
     harmful_gone: int | None
     """The epoch after which the planted harmful lesson had left the solver's library (1-based)."""
+    judging: float = 0.0
+    """Equivalence judgements (model calls) per training step, with the promotion passes'."""
 
 
 def run(seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3) -> Outcome:
@@ -428,9 +430,10 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
         config = config.model_copy(
             update={"exposure": ExposurePolicy(off=True), "promotion": PromotionPolicy(cadence="off")}
         )
-    asyncio.run(
+    result = asyncio.run(
         train(train_scenario, client=FakeClient(world.respond), store=store, run_dir=folder / "run", config=config)
     )
+    judging = sum(s.calls["equivalence"].calls for s in result.steps if "equivalence" in s.calls) / len(result.steps)
     if old:
         moves = old_rule_moves(store)
         versions, moves = promotion.execute(
@@ -443,7 +446,7 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     empty = world.true_success({}, held)
     share = (world.true_success(heads, held) - empty) / max(world.best(held) - empty, 1e-9)
     promoted = [world.identity.get(_norm(m.text), ("?", False))[0] for m in moves if m.kind == "promote"]
-    return Outcome(share, promoted, _harmful_gone(store))
+    return Outcome(share, promoted, _harmful_gone(store), judging)
 
 
 def _harmful_gone(store: LibraryStore) -> int | None:
@@ -474,17 +477,20 @@ def main() -> int:
             "null": sum(bool(o.promoted) for o in nulls) / len(nulls),
             "harmful": max((g or 99) for g in gone),
             "promoted": len(promoted),
+            "judging": sum(o.judging for o in outcomes + nulls) / len(outcomes + nulls),
         }
     print(
         f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default settings"
     )
     print(
-        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>7} {'null seeds w/ promotion':>24} {'harmful gone by epoch':>22}"
+        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>7} {'null seeds w/ promotion':>24}"
+        f" {'harmful gone by epoch':>22} {'judge calls/step':>17}"
     )
     for label, row in table.items():
         harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
         print(
-            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {row['recall']:>7.2f} {row['null']:>24.0%} {harmful:>22}"
+            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {row['recall']:>7.2f} {row['null']:>24.0%}"
+            f" {harmful:>22} {row['judging']:>17.1f}"
         )
     mine = table["randomized (mas)"]
     goals = [

@@ -77,6 +77,8 @@ class Context:
     """The randomized evidence so far, per (role, lesson): what exposure plans with."""
     same: Callable[[Lesson, Lesson], bool] = lambda a, b: False
     """Lessons judged to say the same thing (so far): no trial of what a role already has."""
+    classes: dict[str, str] = field(default_factory=dict)
+    """Lesson id -> its class of twins (``similar.classes``): randomized as one lesson."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
     learner: ChatCompletionClient | None = None
@@ -135,6 +137,7 @@ def exposures(ctx: Context, task: Task, role: str) -> list[exposure.RoleExposure
     return exposure.plan(
         [l.id for l in shared + own], trials, role=role, effects=ctx.effects, policy=ctx.config.exposure,
         min_tasks=policy.min_tasks, group_size=ctx.config.group_size, key=(ctx.config.seed, ctx.prefix, task.id),
+        classes=ctx.classes,
     )  # fmt: skip
 
 

@@ -169,8 +169,10 @@ async def _step(
     before = _endpoints(client, learner)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     # A lesson counts as established only by the bound the next promotion pass will use.
-    known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1)
-    same = hierarchy.judge(store, config.promotion).known_same
+    judged = hierarchy.judge(store, config.promotion)
+    twins = hierarchy.classes(store, config.promotion, judged)
+    known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1, twins=twins)
+    same = judged.known_same
     ctx = stages.Context(
         scenario,
         config,
@@ -181,6 +183,7 @@ async def _step(
         provenance,
         effects=known,
         same=same,
+        classes=twins,
         learner=learner,
         on_rollout=on_rollout,
     )
@@ -202,6 +205,11 @@ async def _step(
     hierarchy.record_usage(store, events, provenance)
     hierarchy.record_quarantine(store, refused, provenance)
     hierarchy.record_rejected(store, _refusals(versions, ctx.refused), provenance)
+    if not config.exposure.off:  # twins known now are randomized as one from the next step on
+        await hierarchy.judge_new(
+            store, config.promotion, client=learner, seed=config.seed, temperature=config.learning_temperature,
+            meter=meter,
+        )  # fmt: skip
     pruned = hierarchy.prune(store, config.promotion, provenance)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []

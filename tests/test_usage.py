@@ -79,8 +79,6 @@ def test_log_is_append_only_once_per_step_and_survives_a_torn_line(tmp_path):
     assert [e.role for e in log.items()] == ["solver", "planner"]
 
 
-
-
 def test_a_step_is_recorded_once_whatever_its_run_is_called_and_a_torn_tail_is_cut_alone(tmp_path):
     log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
     odd = 'run "7", \\ épreuve'
@@ -95,6 +93,8 @@ def test_a_step_is_recorded_once_whatever_its_run_is_called_and_a_torn_tail_is_c
     assert log.path.read_bytes().startswith(body.rstrip(b"\n"))
     assert [e.reward for e in log.items()] == [1.0, 0.0, 0.5]
     assert log.has_step(StepKey(odd, 0, 1)) and not log.has_step(StepKey(odd, 1, 1))
+
+
 # -- the estimator ---------------------------------------------------------------------------
 
 

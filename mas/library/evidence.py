@@ -5,6 +5,9 @@ part of the rollouts (``exposure.py``). Its contrast in that group is the mean r
 rollouts that were shown it minus the mean reward of those that were not: task difficulty
 cancels, and nothing the model says (a citation, a summarizer's judgement) enters it.
 
+Lessons judged to say the same thing (a class of twins) are one treatment: a rollout is shown
+the class when it showed any member, and exposure shows them with one coin (``exposure.py``).
+
 Contrasts are clustered by task (a task's groups across epochs are averaged first, so one
 task seen three times does not count as three), and the effect is their mean over tasks with
 a Student t interval. Training looks at the evidence again after every epoch, so the level of
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -52,55 +55,84 @@ class _Tally:
 
 
 def contrasts(
-    events: Iterable[UsageEvent] | StepLog, lineage: dict[str, str] | None = None
+    events: Iterable[UsageEvent] | StepLog,
+    lineage: dict[str, str] | None = None,
+    classes: dict[str, str] | None = None,
 ) -> dict[tuple[str, str], _Tally]:
     """Per (role, lesson): the contrasts of the groups where the lesson's showing to the role
     was randomized, by task. ``lineage`` maps an old lesson id to the id it lives on as (a
     promoted lesson keeps the evidence of the private lesson it came from).
 
+    ``classes`` maps a lesson id (after lineage) to the class of lessons judged to say the same
+    thing (``similar.classes``): a class is one treatment. In a group, a rollout counts as shown
+    the class when it showed any member, so two copies shown side by side do not each look
+    useless while the other stands in for it. Every member of a class gets the class's tally.
+
     ``events`` may be a usage log (``StepLog``): its steps are then tallied one at a time, so
     the pass holds one step's events however long the run (a group never spans two steps)."""
-    lineage = lineage or {}
+    lineage, classes = lineage or {}, classes or {}
+
+    def unit(lesson: str) -> str:
+        lesson = _current(lesson, lineage)
+        return classes.get(lesson, lesson)
+
     tallies: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
-    groups: dict[tuple, list[UsageEvent]] = defaultdict(list)
     steps = events.steps() if hasattr(events, "steps") else [(None, events)]
-    for _, members in steps:
-        for event in members:
+    for _, step in steps:
+        groups: dict[tuple, list[UsageEvent]] = defaultdict(list)
+        for event in step:
             if event.randomized:
                 groups[(event.run, event.epoch, event.step, event.task_id, event.role)].append(event)
-        _tally(groups, tallies, lineage)
+        for (*_, task, role), members in groups.items():
+            _tally(tallies, task, role, members, unit)
+    for member, u in classes.items():
+        for role in {role for role, key in list(tallies) if key == u}:
+            tallies[(role, member)] = tallies[(role, u)]
     return tallies
 
 
-def _tally(groups: dict[tuple, list[UsageEvent]], tallies: dict[tuple[str, str], _Tally], lineage: dict) -> None:
-    """Add the contrasts of ``groups`` (one step's) to ``tallies``, and empty ``groups``."""
-    for (*_, task, role), members in groups.items():
-        for lesson in members[0].randomized:
-            shown = [e for e in members if lesson in e.shown]
-            hidden = [e for e in members if lesson not in e.shown]
-            if not shown or not hidden:
-                continue
-            tally = tallies[(role, _current(lesson, lineage))]
-            tally.per_task[task].append(_mean(e.reward for e in shown) - _mean(e.reward for e in hidden))
-            tally.exposures += len(shown)
-            tally.judged += sum(lesson in e.judged for e in shown)
-    groups.clear()
+def _tally(tallies: dict, task: str, role: str, members: list[UsageEvent], unit: Callable[[str], str]) -> None:
+    """Add one group's contrasts (one per lesson or class randomized in it) to ``tallies``."""
+    shown_units = [{unit(lesson) for lesson in e.shown} for e in members]
+    judged_units = [{unit(lesson) for lesson in e.judged} for e in members]
+    for u in sorted({unit(lesson) for lesson in members[0].randomized}):
+        shown = [i for i, units in enumerate(shown_units) if u in units]
+        hidden = [i for i, units in enumerate(shown_units) if u not in units]
+        if not shown or not hidden:
+            continue
+        tally = tallies[(role, u)]
+        tally.per_task[task].append(_mean(members[i].reward for i in shown) - _mean(members[i].reward for i in hidden))
+        tally.exposures += len(shown)
+        tally.judged += sum(u in judged_units[i] for i in shown)
 
 
 def estimate(
     events: Iterable[UsageEvent] | StepLog,
     *,
     lineage: dict[str, str] | None = None,
+    classes: dict[str, str] | None = None,
     alpha: float = 0.05,
     look: int = 1,
 ) -> dict[tuple[str, str], Effect]:
     """The effect of every (role, lesson) with randomized evidence, with one-sided bounds at
-    the level ``spent(alpha, look)``."""
+    the level ``spent(alpha, look)``. A lesson of a class gets the class's effect, which is a
+    trial for a role only when no member of the class is the role's own or global."""
     level = spent(alpha, look)
+    members: dict[str, list[str]] = defaultdict(list)
+    for member, unit in (classes or {}).items():
+        members[unit].append(member)
     out = {}
-    for (role, lesson), tally in contrasts(events, lineage).items():
-        out[(role, lesson)] = effect_of(role, lesson, tally, level)
+    for (role, lesson), tally in contrasts(events, lineage, classes).items():
+        e = effect_of(role, lesson, tally, level)
+        kin = members.get((classes or {}).get(lesson, ""), [])
+        if e.trial and any(not _trial(role, m) for m in kin):
+            e = e.model_copy(update={"trial": False})
+        out[(role, lesson)] = e
     return out
+
+
+def _trial(role: str, lesson: str) -> bool:
+    return not (lesson.startswith(f"{role}/") or lesson.startswith("global/"))
 
 
 def effect_of(role: str, lesson: str, tally: _Tally, level: float) -> Effect:
@@ -116,7 +148,7 @@ def effect_of(role: str, lesson: str, tally: _Tally, level: float) -> Effect:
     return Effect(
         role=role, lesson=lesson, tasks=n, contrasts=sum(len(v) for v in tally.per_task.values()),
         exposures=tally.exposures, effect=mean, lcb=low, ucb=high, se=se,
-        trial=not (lesson.startswith(f"{role}/") or lesson.startswith("global/")),
+        trial=_trial(role, lesson),
         judged=tally.judged / tally.exposures if tally.exposures else 0.0,
     )  # fmt: skip
 

@@ -10,8 +10,13 @@ withheld from the others, so that the group itself measures what the lesson does
 - a few promising lessons of other roles' libraries (transfer trials), shown only to a random
   part of the rollouts, never to all.
 
-Each choice is a hash of the run's seed and the step, task, role and lesson: a resumed run
-makes the same choices, and the rollouts record what they showed (``RoleTrace.shown``).
+Lessons judged to say the same thing (a class of twins, ``similar.classes``) are one lesson
+here: one coin shows all of them or none of them, and a trial of a lesson whose twin the role
+already has is no trial of its own.
+
+Each choice is a hash of the run's seed and the step, task, role and lesson (the first lesson
+of its class): a resumed run makes the same choices, and the rollouts record what they showed
+(``RoleTrace.shown``).
 
 Shares: half the rollouts (``share`` 0.5) see an evaluating lesson: an even split makes the
 contrast of a group most precise. An established lesson is evaluated again in about a third of
@@ -96,24 +101,35 @@ def plan(
     min_tasks: int,
     group_size: int,
     key: tuple,
+    classes: dict[str, str] | None = None,
 ) -> list[RoleExposure]:
     """One ``RoleExposure`` per rollout of a group, for one role. ``key`` names the group
-    (the run's seed, the step, the task)."""
+    (the run's seed, the step, the task).
+
+    ``classes`` maps a lesson to its class of lessons judged to say the same thing: a class is
+    randomized as one lesson (one coin; a rollout shows all of its members or none), so that
+    the contrast measures the class, not one copy beside another that stands in for it."""
     if policy.off:
         return [RoleExposure(frozenset(), (), (), frozenset(injected))] * group_size
-    randomized = [
-        lesson
-        for lesson in injected
-        if not established(effects.get((role, lesson)), min_tasks)
-        or _unit(*key, role, lesson, "retest") < policy.retest
+    classes = classes or {}
+    units: dict[str, list[str]] = {}
+    for lesson in [*injected, *(t.id for t in trials)]:
+        units.setdefault(classes.get(lesson, lesson), []).append(lesson)
+    randomized_units = [
+        unit
+        for unit, members in units.items()
+        if not any(m in injected for m in members)
+        or not established(effects.get((role, members[0])), min_tasks)
+        or _unit(*key, role, unit, "retest") < policy.retest
     ]
-    randomized += [lesson.id for lesson in trials]
-    shown = {lesson: _chosen(group_size, policy.share, key, role, lesson) for lesson in randomized}
+    shown = {unit: _chosen(group_size, policy.share, key, role, unit) for unit in randomized_units}
+    randomized = [m for unit in randomized_units for m in units[unit]]
+    where = {m: unit for unit in randomized_units for m in units[unit]}
     stable = frozenset(injected) - set(randomized)
     return [
         RoleExposure(
-            hidden=frozenset(lesson for lesson in injected if lesson in shown and i not in shown[lesson]),
-            trials=tuple(lesson for lesson in trials if i in shown[lesson.id]),
+            hidden=frozenset(lesson for lesson in injected if lesson in where and i not in shown[where[lesson]]),
+            trials=tuple(lesson for lesson in trials if lesson.id in where and i in shown[where[lesson.id]]),
             randomized=tuple(randomized),
             stable=stable,
         )

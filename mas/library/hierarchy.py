@@ -12,7 +12,7 @@ from __future__ import annotations
 from autogen_core.models import ChatCompletionClient
 
 from mas.config import PromotionPolicy
-from mas.library import evidence, promotion
+from mas.library import evidence, promotion, similar
 from mas.library.budget import retirements, tokens
 from mas.library.edits import apply
 from mas.library.logs import SideFiles, StepKey
@@ -62,10 +62,45 @@ def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
     return Judge(SideFiles(store.path).equivalence, client=None, overlap=policy.overlap)
 
 
-def effects(store: LibraryStore, policy: PromotionPolicy, *, look: int = 1) -> dict[tuple[str, str], Effect]:
-    """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``."""
+def classes(store: LibraryStore, policy: PromotionPolicy, judged: Judge | None = None) -> dict[str, str]:
+    """The lessons of the current libraries that are judged to say the same thing, by class
+    (``similar.classes``): what exposure randomizes together and evidence counts as one."""
+    same = (judged or judge(store, policy)).known_same
+    return similar.classes((l for v in store.heads().values() for l in v.lessons), same)
+
+
+def effects(
+    store: LibraryStore, policy: PromotionPolicy, *, look: int = 1, twins: dict[str, str] | None = None
+) -> dict[tuple[str, str], Effect]:
+    """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``,
+    a class of twins counted as one lesson (``twins``: ``classes()`` when not given)."""
     events = SideFiles(store.path).usage
-    return evidence.estimate(events, lineage=lineage(store), alpha=policy.alpha, look=look)
+    twins = classes(store, policy) if twins is None else twins
+    return evidence.estimate(events, lineage=lineage(store), classes=twins, alpha=policy.alpha, look=look)
+
+
+async def judge_new(
+    store: LibraryStore,
+    policy: PromotionPolicy,
+    *,
+    client: ChatCompletionClient | None,
+    seed: int = 0,
+    temperature: float = 0.0,
+    meter: Meter | None = None,
+) -> int:
+    """After a step: judge every candidate pair of the current libraries not judged yet (in
+    practice the lessons the step added, and lessons that just became promising), so that
+    twins are randomized and counted as one from the next step on. Verdicts are kept beside
+    the library, so a pair costs one model call once. Returns the number of calls made."""
+    judge = Judge(
+        SideFiles(store.path).equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature,
+        meter=meter,
+    )  # fmt: skip
+    pairs = [
+        (a, b) for a, b in _pairs(store.heads(), effects(store, policy), policy, judge) if judge.verdict(a, b) is None
+    ]
+    await judge.judge_all(pairs)
+    return len(pairs) if client is not None else 0
 
 
 def enforce_budgets(
@@ -119,7 +154,7 @@ def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) 
     moves = (
         logged
         if logged is not None
-        else promotion.prunings(heads, evidence.contrasts(side.usage, lineage(store)), policy)
+        else promotion.prunings(heads, evidence.contrasts(side.usage, lineage(store), classes(store, policy)), policy)
     )
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
@@ -173,8 +208,8 @@ async def _plan(
         side.equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature, meter=meter
     )  # fmt: skip
     known = lineage(store)
-    tallies = evidence.contrasts(side.usage, known)
     await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
+    tallies = evidence.contrasts(side.usage, known, classes(store, policy, judge))
     moves = promotion.merges(heads, tallies, policy, judge.known_same)
     merged = {i for m in moves for i in m.lessons}
     kept = {

@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient
@@ -107,18 +107,34 @@ class Judge:
                 await self._ask(a, b)
 
     async def _ask(self, a: Lesson, b: Lesson) -> Equivalence | None:
+        """A "same" is asked again with the lessons the other way round, and a third time if
+        the two disagree: "same" merges and deletes lessons, and a judge may lean towards one
+        position. A "different" stands on one call (the safe side). 1 to 3 calls a pair."""
         key = _key(a.text, b.text)
+        first = await self._one(a, b, key, 0)
+        reply = first
+        if first is not None and first.same:
+            second = await self._one(b, a, key, 1)
+            reply = second if second is None or second.same else await self._one(a, b, key, 2)
+            if reply is not None and reply.same:
+                reply = first
+        if reply is None:
+            return None  # counted in the meter; the pair stays different, and is asked again later
+        self.known[key] = reply
+        self._append(key, a.text, b.text, reply)
+        return reply
+
+    async def _one(self, a: Lesson, b: Lesson, key: str, attempt: int) -> Equivalence | None:
         try:
             reply = await ask(
-                self.client, "equivalence", Equivalence, meter=self.meter, seed=seed_of(self.seed, "equivalence", key),
+                self.client, "equivalence", Equivalence, meter=self.meter,
+                seed=seed_of(self.seed, "equivalence", key, *([attempt] if attempt else [])),
                 temperature=self.temperature, max_tokens=400, first=a.text, second=b.text,
             )  # fmt: skip
         except (ModelReplyError, EndpointError):
-            return None  # counted in the meter; the pair stays different, and is asked again later
+            return None
         if reply.merged and text_problem(reply.merged):
             reply = reply.model_copy(update={"merged": ""})
-        self.known[key] = reply
-        self._append(key, a.text, b.text, reply)
         return reply
 
     def _read(self) -> Iterable[tuple[str, Equivalence]]:
@@ -138,6 +154,26 @@ class Judge:
             f.write(json.dumps(line) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+def classes(lessons: Iterable[Lesson], same: Callable[[Lesson, Lesson], bool]) -> dict[str, str]:
+    """Lesson id -> its class: the first lesson (in id order) of a group of lessons that are
+    all judged the same as each other. A lesson joins the first class whose every member it is
+    judged the same as, so one wrong verdict can pair two lessons but never chain two classes
+    into one. Only lessons with a twin are in the map.
+
+    >>> a, b, c = (Lesson(id=f"solver/000{i}", text=t) for i, t in enumerate("xxy", 1))
+    >>> classes([a, b, c], lambda p, q: p.text == q.text)
+    {'solver/0001': 'solver/0001', 'solver/0002': 'solver/0001'}
+    """
+    found: list[list[Lesson]] = []
+    for lesson in sorted(lessons, key=lambda l: l.id):
+        home = next((c for c in found if all(same(lesson, m) for m in c)), None)
+        if home is None:
+            found.append([lesson])
+        else:
+            home.append(lesson)
+    return {m.id: c[0].id for c in found if len(c) > 1 for m in c}
 
 
 def _key(a: str, b: str) -> str:

@@ -1,0 +1,209 @@
+"""Twins: lessons judged to say the same thing are one treatment. They are randomized with
+one coin, their evidence is one class's, they are judged after every step, and a "same" is
+confirmed before it counts."""
+
+import asyncio
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
+from mas.library import evidence, exposure, hierarchy
+from mas.library.logs import SideFiles
+from mas.library.similar import Judge, classes
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient
+from mas.train import train
+from mas.types import Lesson, UsageEvent
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_world.py"
+
+
+def event(shown, reward, *, task, rollout, randomized):
+    return UsageEvent(
+        run="r", epoch=0, step=0, task_id=task, rollout=rollout, role="solver", shown=list(shown),
+        randomized=list(randomized), reward=reward, advantage=0.0,
+    )  # fmt: skip
+
+
+def copies_shown_at_random(seed=0, tasks=60):
+    """Two copies of one lesson, each shown to half the rollouts by its own coin; the team
+    succeeds more often when either copy is shown (0.8 against 0.2), never more for both."""
+    rng = random.Random(seed)
+    events = []
+    for task in range(tasks):
+        for i in range(6):
+            shown = [lesson for lesson in ("solver/0001", "solver/0002") if rng.random() < 0.5]
+            reward = float(rng.random() < (0.8 if shown else 0.2))
+            events.append(event(shown, reward, task=str(task), rollout=i, randomized=["solver/0001", "solver/0002"]))
+    return events
+
+
+def test_two_copies_shown_side_by_side_get_the_class_effect():
+    events = copies_shown_at_random()
+    apart = evidence.estimate(events)
+    # Alone, each copy's contrast is diluted by the other copy standing in for it half the time.
+    assert apart[("solver", "solver/0001")].effect < 0.45
+    twins = {"solver/0001": "solver/0001", "solver/0002": "solver/0001"}
+    together = evidence.estimate(events, classes=twins)
+    one, two = together[("solver", "solver/0001")], together[("solver", "solver/0002")]
+    assert one == two.model_copy(update={"lesson": "solver/0001"})  # both members carry the class's evidence
+    assert one.effect == pytest.approx(0.6, abs=0.08)  # the whole effect: any copy shown against none
+    assert one.lcb > apart[("solver", "solver/0001")].ucb - 0.2
+
+
+def test_a_class_counts_one_contrast_per_group():
+    events = [
+        event(["solver/0001", "solver/0002"], 1.0, task="a", rollout=0, randomized=["solver/0001", "solver/0002"]),
+        event([], 0.0, task="a", rollout=1, randomized=["solver/0001", "solver/0002"]),
+    ]
+    e = evidence.estimate(events, classes={"solver/0001": "solver/0001", "solver/0002": "solver/0001"})
+    assert e[("solver", "solver/0001")].contrasts == 1 and e[("solver", "solver/0001")].effect == 1.0
+
+
+def test_a_role_own_twin_of_another_roles_lesson_is_its_own_evidence_not_a_trial():
+    events = [
+        event(["solver/0001"], 1.0, task="a", rollout=0, randomized=["solver/0001"]),
+        event([], 0.0, task="a", rollout=1, randomized=["solver/0001"]),
+        event(["planner/0003"], 1.0, task="b", rollout=0, randomized=["planner/0003"]),
+        event([], 0.0, task="b", rollout=1, randomized=["planner/0003"]),
+    ]
+    twins = {"planner/0003": "planner/0003", "solver/0001": "planner/0003"}
+    e = evidence.estimate(events, classes=twins)
+    assert e[("solver", "planner/0003")].tasks == 2 and not e[("solver", "planner/0003")].trial
+    assert evidence.estimate(events)[("solver", "planner/0003")].trial  # alone, it is a trial
+
+
+def test_classes_are_groups_of_mutual_twins_and_one_wrong_verdict_does_not_chain_them():
+    lessons = [Lesson(id=f"solver/000{i}", text=t) for i, t in enumerate(["a1", "a2", "b1", "b2", "c"], 1)]
+    pairs = {("a1", "a2"), ("b1", "b2"), ("a2", "b1")}  # a2 ~ b1 is the judge's mistake
+    same = lambda x, y: (x.text, y.text) in pairs or (y.text, x.text) in pairs  # noqa: E731
+    found = classes(lessons, same)
+    assert found["solver/0001"] == found["solver/0002"] == "solver/0001"
+    assert found["solver/0003"] == found["solver/0004"] == "solver/0003"  # b1 did not join a1's class
+    assert "solver/0005" not in found
+
+
+def test_exposure_shows_a_class_with_one_coin_and_a_trial_twin_with_it():
+    injected = ["global/0001", "solver/0001", "solver/0002", "solver/0003"]
+    trial = Lesson(id="planner/0004", text="A twin from the planner.")
+    twins = {m: "global/0001" for m in ("global/0001", "solver/0002", "planner/0004")}
+    for t in range(40):
+        plan = exposure.plan(
+            injected, [trial], role="solver", effects={}, policy=ExposurePolicy(), min_tasks=5, group_size=5,
+            key=(0, "e0/s0", f"t{t}"), classes=twins,
+        )  # fmt: skip
+        for p in plan:
+            shown = {"global/0001" not in p.hidden, "solver/0002" not in p.hidden, bool(p.trials)}
+            assert len(shown) == 1  # the class is shown whole or not at all
+        assert 0 < sum("global/0001" in p.hidden for p in plan) < 5
+        assert set(plan[0].randomized) == {*injected, "planner/0004"}
+        # a lesson without a twin keeps the coin it had before classes existed
+        alone = exposure.plan(["solver/0001"], [], role="solver", effects={}, policy=ExposurePolicy(), min_tasks=5,
+                              group_size=5, key=(0, "e0/s0", f"t{t}"))  # fmt: skip
+        assert [("solver/0001" in p.hidden) for p in alone] == [("solver/0001" in p.hidden) for p in plan]
+
+
+class Scripted:
+    """An equivalence judge whose answer for a pair depends on the order it is asked in."""
+
+    def __init__(self, answers):
+        self.answers, self.asked = list(answers), []
+
+    def respond(self, request):
+        first, second = (
+            line.split(": ", 1)[1] for line in request.messages[0].splitlines() if line.startswith("Lesson")
+        )
+        self.asked.append((first, second))
+        return json.dumps({"reason": "scripted", "same": self.answers.pop(0), "merged": ""})
+
+
+@pytest.mark.parametrize(
+    "answers, same, calls",
+    [([False], False, 1), ([True, True], True, 2), ([True, False, False], False, 3), ([True, False, True], True, 3)],
+)
+def test_a_same_verdict_is_asked_again_the_other_way_round(tmp_path, answers, same, calls):
+    judge_model = Scripted(answers)
+    judge = Judge(tmp_path / "eq.jsonl", client=FakeClient(judge_model.respond), overlap=0.3)
+    a, b = Lesson(id="solver/0001", text="Check the units."), Lesson(id="solver/0002", text="Keep the units right.")
+    assert asyncio.run(judge.same(a, b)) is same
+    assert len(judge_model.asked) == calls
+    if calls > 1:
+        assert judge_model.asked[1] == (b.text, a.text)
+    again = Judge(tmp_path / "eq.jsonl", client=None, overlap=0.3)
+    assert again.known_same(a, b) is same  # kept beside the library: never asked again
+
+
+@pytest.fixture(scope="module")
+def world():
+    spec = importlib.util.spec_from_file_location("learning_world", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["learning_world"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def world_run(world, folder: Path, *, stop_after: int | None = None, on_step=lambda report, store: None):
+    """Train the learning world for an epoch of 40 tasks; ``stop_after``: the process dies at
+    that team call."""
+    w = world.World(0)
+    scenario = world.scenario(w, 40, seed=0)
+    calls = 0
+
+    def respond(request):
+        nonlocal calls
+        if request.schema is None:
+            calls += 1
+            if stop_after is not None and calls > stop_after:
+                raise KeyboardInterrupt  # a crash, not a model error: nothing after it is written
+        return w.respond(request)
+
+    store = LibraryStore(folder / "lib.json")
+    config = TrainConfig(epochs=1, seed=0, concurrency=1)
+    asyncio.run(
+        train(
+            scenario,
+            client=FakeClient(respond),
+            store=store,
+            run_dir=folder / "run",
+            config=config,
+            on_step=lambda report: on_step(report, store),
+        )  # fmt: skip
+    )
+    return store
+
+
+def test_twins_are_judged_after_every_step_and_shown_as_one_from_the_next(world, tmp_path):
+    known = {}  # step -> the classes the step was planned with (those known after the step before)
+    store = world_run(
+        world,
+        tmp_path,
+        on_step=lambda report, store: known.setdefault(report.step + 1, hierarchy.classes(store, PromotionPolicy())),
+    )
+    assert SideFiles(store.path).equivalence.read_text().splitlines()  # judged within the steps
+    coupled = 0
+    for e in SideFiles(store.path).usage.items():
+        twins = known.get(e.step, {})
+        for a in e.randomized:
+            for b in e.randomized:
+                if a < b and a in twins and twins.get(a) == twins.get(b):
+                    coupled += 1
+                    assert (a in e.shown) == (b in e.shown), (e.step, a, b)
+    assert coupled  # the world's proposer adds paraphrases: some twins were shown together
+
+
+def test_a_resumed_run_draws_the_same_class_exposures(world, tmp_path):
+    whole = world_run(world, tmp_path / "whole")
+    stop = 3 * 5 * 4 * 2 + 7  # in the third step's rollouts, after twins were judged
+    with pytest.raises(KeyboardInterrupt):
+        world_run(world, tmp_path / "killed", stop_after=stop)
+    killed = world_run(world, tmp_path / "killed")
+    assert hierarchy.classes(whole, PromotionPolicy())  # there were twins to draw for
+    mine = [e.model_dump() for e in SideFiles(killed.path).usage.items()]
+    assert mine == [e.model_dump() for e in SideFiles(whole.path).usage.items()]
+    for name in whole.libraries():
+        assert killed.versions(name) == whole.versions(name)
