@@ -5,8 +5,7 @@ Goals, for each endpoint: efficiency (the bound of its call dependencies / wall 
 and at most 2% of the requests it received answered 429.
 
 The step is the pipeline benchmark's (16 tasks, G = 5, the maths team's three roles), and so is
-the bound: max(depth, ceil(calls / slots)) x latency, with depth the longest chain (3 rollout
-calls + summary + advantage + edit). A reply takes 0.5 s (``--latency``): at the pipeline
+the bound (``bound.py``). A reply takes 0.5 s (``--latency``): at the pipeline
 benchmark's 0.2 s, 32 slots ask 160 calls a second of the client, more than one core drives
 through autogen and the openai SDK (about 10 ms of CPU per call, see ``scale.py``); a real
 model's replies take seconds. A request beyond the slots gets a 429 at once, with no
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import subprocess
 import sys
 import time
@@ -29,6 +27,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bound import step_bound
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library.store import LibraryStore
@@ -70,8 +70,7 @@ def one(slots: int, latency: float, concurrency: int | None = None) -> tuple[flo
     finally:
         served, refused, peak = map(int, server.communicate("", timeout=10)[0].split())
     calls = sum(c.calls for c in report.calls.values())
-    depth = 3 + (3 if report.informative else 0)
-    bound = max(depth, math.ceil(calls / slots)) * latency
+    bound = step_bound({k: c.calls for k, c in report.calls.items()}, report.informative, slots, latency)
     share = refused / max(served + refused, 1)
     failures = report.endpoint.failures if report.endpoint else 0
     print(

@@ -5,9 +5,8 @@ Goal: efficiency = lower bound / wall time >= 0.85.
 
 The step: 16 tasks, G = 5, the maths team's three roles. A rollout is a chain of one call per
 role; an informative group then needs one summary per rollout and one advantage, and the
-step ends with one edit call per role that got proposals. So no schedule beats
-    max(depth * latency, ceil(calls / slots) * latency)
-where depth is the longest chain (3 rollout calls + summary + advantage + edit).
+step ends with one edit call per library that got proposals, then the equivalence calls that
+judge the lessons it added (``bound.py``: no schedule beats it).
 mas runs with --concurrency at twice the endpoint's limit: between a reply and the next
 request of the same slot the client spends some milliseconds, and only requests already
 waiting at the endpoint hide that gap (at concurrency = limit the same step measures ~0.75).
@@ -17,7 +16,6 @@ Run: .venv/bin/python bench/pipeline.py
 from __future__ import annotations
 
 import asyncio
-import math
 import subprocess
 import sys
 import time
@@ -25,6 +23,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bound import step_bound
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library.store import LibraryStore
@@ -67,8 +67,7 @@ def main() -> int:
     finally:
         peak = server.communicate("", timeout=10)[0].strip()
     calls = sum(c.calls for c in report.calls.values())
-    depth = 3 + (3 if report.informative else 0)
-    bound = max(depth, math.ceil(calls / SLOTS)) * LATENCY
+    bound = step_bound({k: c.calls for k, c in report.calls.items()}, report.informative, SLOTS, LATENCY)
     efficiency = bound / wall
     print(
         f"calls {calls} ({', '.join(f'{k} {v.calls}' for k, v in report.calls.items())}), "

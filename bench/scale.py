@@ -10,8 +10,7 @@ decides whether the client can keep up at all: at c seconds of CPU per call, one
 at most 1/c calls a second, so 64 slots stay busy only for replies longer than 64 x c (printed
 as "client-bound below"). At about 10 ms per call that is 0.6 s: the pipeline benchmark's 0.2 s
 replies would measure this machine's CPU, not mas's scheduling; hosted models answer a team's
-turn in seconds. The bound is max(depth, ceil(calls / slots)) x latency, depth being the
-longest chain (3 rollout calls + summary + advantage + edit).
+turn in seconds. The bound is the pipeline benchmark's (``bound.py``).
 
 Where the CPU goes is measured on a smaller step (16 tasks, G = 8) against the same endpoint
 with no latency, under cProfile (which inflates every figure alike): the share of the time
@@ -25,7 +24,6 @@ import argparse
 import asyncio
 import cProfile
 import dataclasses
-import math
 import pstats
 import subprocess
 import sys
@@ -34,6 +32,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bound import step_bound
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.domains.maths import generate
@@ -119,8 +119,7 @@ def main() -> int:
     finally:
         peak = server.communicate("", timeout=30)[0].strip()
     calls = sum(c.calls for c in report.calls.values())
-    depth = 3 + (3 if report.informative else 0)
-    bound = max(depth, math.ceil(calls / SLOTS)) * args.latency
+    bound = step_bound({k: c.calls for k, c in report.calls.items()}, report.informative, SLOTS, args.latency)
     per_call = cpu / calls
     print(f"one step: {TASKS} tasks x G={G} x 3 roles, {SLOTS} slots, {args.latency:g} s per reply")
     print(
