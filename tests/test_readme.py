@@ -94,6 +94,7 @@ def check(number: int, words: list[str]) -> None:
         command = command.commands[rest[0]]
         path.append(rest.pop(0))
     flags = {flag for p in command.params for flag in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
+    flags.add("--help")  # every command has it; click adds it outside ``params``
     for word in rest:
         if word.startswith("--"):
             flag = word.split("=")[0]
