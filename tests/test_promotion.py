@@ -37,7 +37,9 @@ def test_the_old_rule_is_fooled_by_the_same_null_world(world):
 
 
 def test_in_the_planted_world_promotions_are_right_and_the_harmful_lesson_leaves(world):
-    outcome = world.run(0)
-    assert set(outcome.promoted) <= world.CROSS_ROLE  # never a lesson that helps one role or none
-    assert outcome.harmful_gone is not None and outcome.harmful_gone <= 2
-    assert outcome.share > 0.5
+    outcomes = [world.run(seed) for seed in range(3)]
+    for outcome in outcomes:
+        assert set(outcome.promoted) <= world.CROSS_ROLE  # never a lesson that helps one role or none
+        assert outcome.harmful_gone is not None and outcome.harmful_gone <= 2
+    # One seed's share swings between about 0.5 and 1.0 with any change of path; their mean does not.
+    assert sum(o.share for o in outcomes) / len(outcomes) > 0.6
