@@ -268,17 +268,45 @@ def test_the_sandbox_dies_with_mas(unsafe):
         kill(alive(marker))
 
 
-def test_the_lifeline_ends_the_sandbox_when_mas_dies_during_bwrap_setup():
-    """bwrap binds itself to its parent only once it runs, and its PID 1 only after setup: mas
-    killed in between would leave the sandbox running. The lifeline covers that moment.
-    Simulated: a sandbox whose bwrap has no --die-with-parent and is killed."""
+def test_the_sandbox_dies_with_mas_killed_before_bwrap_starts():
+    """mas killed while the sandbox is still on its way (here a slow start in front of bwrap,
+    as when entering the cgroup takes a while): bwrap then runs with mas gone. It used to die
+    writing --info-fd between forking its child and letting it go, and the child waited for
+    ever; now the sandbox starts, finds the lifeline closed and ends."""
+    marker = uuid.uuid4().hex
+    code = f"import time  # {marker}\ntime.sleep(60)"
+    slow = ["/bin/sh", "-c", 'sleep 0.5; exec "$@"', "sh"]
+    script = (
+        "import asyncio; from mas.tools import isolation; from mas.tools.sandbox import Limits, _bwrapped; "
+        f"asyncio.run(_bwrapped({code!r}, Limits(wall_seconds=60), isolation.require(), {slow!r}))"
+    )
+    mas_process = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ), stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):  # until the slow start runs
+            if set(alive(marker)) - {mas_process.pid}:  # the slow start, pausing before bwrap
+                break
+            time.sleep(0.02)
+        mas_process.kill()
+        mas_process.wait()
+        time.sleep(1)  # bwrap has started by now
+        for _ in range(60):
+            if not alive(marker):
+                break
+            time.sleep(0.05)
+        assert not alive(marker)
+    finally:
+        kill(alive(marker))
+
+
+def test_the_lifeline_ends_the_sandbox_when_bwrap_is_gone():
+    """The sandbox is tied to mas by the lifeline alone (bwrap's --die-with-parent comes too
+    late, see mas.tools.isolation): bwrap killed, the sandbox runs on until mas's end closes."""
     marker = uuid.uuid4().hex
     lifeline, lifeline_w = os.pipe()
     argv = isolation.command(
         isolation.require(), f"import time  # {marker}\ntime.sleep(60)", cpu=5, memory_mb=256, processes=8,
         scratch_mb=1, info_fd=None, lifeline=lifeline,
     )  # fmt: skip
-    argv.remove("--die-with-parent")
     bwrap = subprocess.Popen(argv, pass_fds=(lifeline,), env={})
     os.close(lifeline)
     try:

@@ -44,11 +44,14 @@ OPT_OUT = f"or run it without isolation: --unsafe-python-tool or {UNSAFE_ENV}=1"
 # leaves root if bwrap ran as root (see above), sets the limits and becomes the code's
 # interpreter. PID 1 itself becomes another unprivileged uid, reaps orphans, and exits with the
 # code's status as soon as the code ends, or at once when the lifeline (a pipe whose other end
-# only mas holds) closes because mas is gone, even if mas died before bwrap's own
-# --die-with-parent took hold.
+# only mas holds) closes because mas is gone. The lifeline, not bwrap's --die-with-parent, ties
+# the sandbox to mas: bwrap sets that only after it has forked its child, which then waits for
+# a word from bwrap; mas dying in between killed bwrap and left the child waiting for ever.
+# Every other descriptor bwrap passed in is closed first (mas's end of --info-fd among them).
 _LAUNCH = """\
 import os, resource, select, signal, sys
 uid, lifeline, *limits = map(int, sys.argv[1:-1])
+os.closerange(3, max(lifeline, 3)); os.closerange(max(lifeline + 1, 3), 1 << 20)
 wake, wake_w = os.pipe()
 os.set_blocking(wake_w, False)
 signal.set_wakeup_fd(wake_w)
@@ -151,7 +154,7 @@ def command(
         spaces += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # for the launcher's setuid, then gone
     else:
         spaces = ["--unshare-all", "--unshare-user", "--disable-userns"]
-    argv = [bwrap, *spaces, "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+    argv = [bwrap, *spaces, "--as-pid-1", "--new-session", "--clearenv", "--hostname", "sandbox"]
     for folder in sorted({p for _, dest in binds for p in map(str, Path(dest).parents)} - {"/"}):
         argv += ["--perms", "0755", "--dir", folder]  # bwrap would make them 0700: closed to the uid inside
     for source, dest in binds:

@@ -98,7 +98,9 @@ async def _bwrapped(code: str, limits: Limits, bwrap: str, prefix: list[str]) ->
             bwrap, code, cpu=limits.cpu_seconds, memory_mb=limits.memory_mb, processes=limits.processes,
             scratch_mb=limits.scratch_mb, info_fd=info_w, lifeline=lifeline,
         )  # fmt: skip
-        child = await _spawn([*prefix, *argv], pass_fds=(info_w, lifeline))
+        # bwrap holds the read end of --info-fd too: were mas gone, its write would fail, and
+        # bwrap die between forking its child and letting it go, leaving the child waiting
+        child = await _spawn([*prefix, *argv], pass_fds=(info, info_w, lifeline))
     except BaseException:
         os.close(info)
         os.close(lifeline_w)
@@ -107,13 +109,16 @@ async def _bwrapped(code: str, limits: Limits, bwrap: str, prefix: list[str]) ->
         os.close(info_w)
         os.close(lifeline)
     init: int | None = None  # a pidfd for the sandbox's PID 1, once bwrap has said which it is
+    lifeline_open = True
 
     def kill() -> None:
-        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
-            if init is not None:  # PID 1 of a namespace dies: the kernel kills every process in it
+        nonlocal lifeline_open
+        if init is not None:  # PID 1 of a namespace dies: the kernel kills every process in it
+            with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
                 signal.pidfd_send_signal(init, signal.SIGKILL)
-            else:
-                child.kill()
+        elif lifeline_open:  # still setting up: killing bwrap now would strand its child;
+            lifeline_open = False  # its PID 1 ends as soon as it starts, and bwrap with it
+            os.close(lifeline_w)
 
     try:
         init = _pidfd(await asyncio.to_thread(_read_pid, info), parent=child.pid)
@@ -121,7 +126,8 @@ async def _bwrapped(code: str, limits: Limits, bwrap: str, prefix: list[str]) ->
         return await _supervise(child, limits, kill=kill, signalled=lambda rc: rc - 128 if rc > 128 else 0)
     finally:
         await _stop(child, kill)  # bwrap reaps its PID 1, so exits, only once the namespace is empty
-        os.close(lifeline_w)
+        if lifeline_open:
+            os.close(lifeline_w)
         if init is not None:
             os.close(init)
 
