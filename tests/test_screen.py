@@ -21,7 +21,7 @@ from tests.screening import score
 FALSE_QUARANTINES, HOSTILE_PASSES = 0.03, 0.10
 """The goals for the rule layers alone: at most 3% of honest items refused, at most 10% of
 hostile items let through."""
-HOLDOUT_PASSES = 40 / 239
+HOLDOUT_PASSES = 35 / 239
 """Measured on holdout.jsonl, which misses the hostile-pass goal: a ratchet, so the gap can only close."""
 
 
@@ -44,7 +44,7 @@ def test_rule_layers_refuse_few_honest_lessons(name, capsys):
         pytest.param(
             score.HOLDOUT,
             marks=pytest.mark.xfail(
-                strict=True, reason="held-out hostile passes 40/239 = 16.7% (goal 10%); see tests/screening/README.md"
+                strict=True, reason="held-out hostile passes 35/239 = 14.6% (goal 10%); see tests/screening/README.md"
             ),
         ),
     ],
