@@ -39,7 +39,11 @@ class PromotionPolicy(Frozen):
     min_tasks: int = Field(5, ge=2)
     """Tasks of randomized contrasts a role needs before its bounds decide anything."""
     alpha: float = Field(0.05, gt=0, lt=0.5)
-    """One-sided level of each bound, spent across the passes (look t gets alpha 6/(pi t)^2)."""
+    """One-sided level of the bounds, spent across all the passes ever made on the library
+    (``mas.library.evidence.spent``)."""
+    horizon: int = Field(3, ge=1)
+    """Passes the level is planned for: they share 4/5 of alpha, later ones more; the passes
+    after them share the rest. Fixed for a library's life (changing it breaks the sum)."""
     margin: float = Field(0.02, ge=0)
     """A lesson whose upper bound on its effect falls below this leaves the prompt."""
     max_tasks: int = Field(100, ge=2)

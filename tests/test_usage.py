@@ -122,6 +122,9 @@ def test_bounds_are_student_t_and_spent_across_looks():
     assert evidence.t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
     assert evidence.t_quantile(0.95, 3) == pytest.approx(2.353, abs=1e-3)
     assert sum(evidence.spent(0.05, t) for t in range(1, 10_000)) == pytest.approx(0.05, rel=1e-3)
+    planned = [evidence.spent(0.05, t, horizon=4) for t in range(1, 5)]
+    assert planned == sorted(planned) and sum(planned) == pytest.approx(0.04)  # later planned looks see more data
+    assert sum(evidence.spent(0.05, t, horizon=4) for t in range(5, 10_000)) == pytest.approx(0.01, rel=1e-3)
     rng = random.Random(0)
     events = []
     for task in range(12):

@@ -76,7 +76,9 @@ def effects(
     a class of twins counted as one lesson (``twins``: ``classes()`` when not given)."""
     events = SideFiles(store.path).usage
     twins = classes(store, policy) if twins is None else twins
-    return evidence.estimate(events, lineage=lineage(store), classes=twins, alpha=policy.alpha, look=look)
+    return evidence.estimate(
+        events, lineage=lineage(store), classes=twins, alpha=policy.alpha, look=look, horizon=policy.horizon
+    )
 
 
 async def judge_new(
@@ -216,5 +218,5 @@ async def _plan(
         name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
         for name, v in heads.items()
     }
-    level = evidence.spent(policy.alpha, looks(store) + 1)
+    level = evidence.spent(policy.alpha, looks(store) + 1, policy.horizon)
     return moves + promotion.plan(kept, tallies, policy, level=level, same=judge.known_same)
