@@ -150,3 +150,45 @@ async def test_a_fixed_limit_holds_exactly_n_in_flight():
     messages = [SystemMessage(content="You are the planner."), UserMessage(content="1 + 1", source="user")]
     await asyncio.gather(*(client.create(messages) for _ in range(12)))
     assert peak == 3
+
+
+def test_a_burst_of_refusals_brings_the_limit_down_to_what_the_endpoint_took():
+    """A start that doubled past the endpoint: its answers to the calls beyond it are all 429s,
+    and they arrive before any of those calls has stepped out. Each is one call too many."""
+    clock = Clock()
+    limit = AdaptiveLimit(start=64, clock=clock)
+    while limit.try_acquire():
+        pass
+    assert limit.in_flight == 64
+    for _ in range(32):  # an endpoint of 32 slots refuses the other 32 at once
+        limit.rate_limited()
+    for _ in range(32):
+        limit.release(None, refused=True)
+    assert limit.allowed == 32 and not limit.try_acquire()
+
+
+def test_the_start_opens_its_new_slots_across_a_round_trip_not_at_once():
+    """A call returns while the limit is full: the limit grows by one, but the new slot opens a
+    share of a round trip later, so that an endpoint's 429 to the first call too many comes
+    back before the start has sent many more."""
+    clock = Clock()
+    limit = AdaptiveLimit(start=4, clock=clock)
+    while limit.try_acquire():
+        pass
+    limit.release(0.2)  # a whole round trip of 0.2 s at a full limit of 4
+    assert limit.allowed == 5
+    assert limit.try_acquire()  # the returned call's own place
+    assert not limit.try_acquire()  # the new one is not open yet
+    clock.now += 0.2 / 4
+    assert limit.try_acquire()
+
+
+async def test_callers_waiting_for_a_paced_slot_are_let_in_when_it_opens():
+    limit = AdaptiveLimit(start=2)  # the real clock
+    for _ in range(2):
+        await limit.acquire()
+    limit.release(0.2)  # grows to 3, the new slot opens 0.1 s later
+    await asyncio.wait_for(limit.acquire(), 1)
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(limit.acquire(), 1)  # woken by the timer, not by a release
+    assert asyncio.get_running_loop().time() - started > 0.05

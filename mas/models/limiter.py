@@ -5,11 +5,14 @@ above it, the endpoint either queues (latency rises: vLLM, llama.cpp) or refuses
 APIs). ``AdaptiveLimit`` finds it from the endpoint's answers, TCP-style:
 
 - **start**: from ``start`` (2) calls, the limit grows by one per call that returns while the
-  limit is full, so it doubles every round trip, until the first 429 or rising latency (then
+  limit is full, so it doubles every round trip, the new slots opening one by one across the
+  round trip (paced: a 429 answered at once stops the growth after a call or two beyond the
+  endpoint, where slots opened all at once met a 429 each), until the first 429 or rising
+  latency (then
   it halves: the last doubling went too far; a client slowed by its own work shows this too,
   and its calls would reach the endpoint all at once later);
-- **429**: the limit falls to one below the calls in flight when it came (the most the endpoint
-  took), which becomes the ceiling; the limit stays below it, and tries it again (one call
+- **429**: the limit falls by one per 429, and to one below the calls in flight when it came
+  (the most the endpoint took); one more than that becomes the ceiling; the limit stays below it, and tries it again (one call
   more) only after ``probe`` (50) more calls have returned, twice as many after each failed
   try (at most ``PROBE_MAX``), so that refusals stay rare: a handful, then about one per
   thousands of calls; a try that returns without a 429 lifts the ceiling, and the limit grows
@@ -79,6 +82,9 @@ class AdaptiveLimit:
         self._cut_at = -math.inf
         self._full_at = -math.inf
         self._waiters: deque[asyncio.Future] = deque()
+        self._opens: deque[float] = deque()
+        """When the slots the start added open: paced across a round trip, not all at once."""
+        self._timer: asyncio.TimerHandle | None = None
 
     # -- admission
 
@@ -86,8 +92,17 @@ class AdaptiveLimit:
     def allowed(self) -> int:
         return max(1, int(self.limit))
 
+    def _closed(self) -> int:
+        """Slots the start has added that are not open yet."""
+        if not self.starting:
+            self._opens.clear()
+        now = self.clock()
+        while self._opens and self._opens[0] <= now:
+            self._opens.popleft()
+        return len(self._opens)
+
     def try_acquire(self) -> bool:
-        if self.in_flight >= self.allowed:
+        if self.in_flight >= self.allowed - self._closed():
             self._full_at = self.clock()
             return False
         self.in_flight += 1
@@ -101,6 +116,7 @@ class AdaptiveLimit:
         while not self.try_acquire():
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
+            self._arm()
             try:
                 await waiter
             except asyncio.CancelledError:
@@ -117,25 +133,41 @@ class AdaptiveLimit:
         self._wake()
 
     def _wake(self) -> None:
-        room = self.allowed - self.in_flight
+        room = self.allowed - self._closed() - self.in_flight
         while room > 0 and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 room -= 1
+        self._arm()
+
+    def _arm(self) -> None:
+        """Wake the waiters again when the next paced slot opens."""
+        if self._timer is None and self._waiters and self._closed():
+
+            def fire() -> None:
+                self._timer = None
+                self._wake()
+
+            delay = max(0.0, self._opens[0] - self.clock())
+            self._timer = asyncio.get_running_loop().call_later(delay, fire)
 
     # -- the endpoint's answers
 
     def rate_limited(self) -> None:
-        """A 429: the endpoint took fewer calls than are in flight now (this one included)."""
+        """A 429: the endpoint took fewer calls than are in flight now (this one included), and
+        each call refused was one too many. The limit falls by one per 429, and to one below
+        the calls in flight: a start that doubled 32 calls to 64 meets 32 refusals at once,
+        which bring it back to 32 (falling to the calls in flight alone, it stayed near 63
+        while they all came back refused)."""
         self.refusals += 1
         took = max(1, self.in_flight - 1)
-        self.limit, self.starting = float(min(self.allowed, took)), False
+        self.limit, self.starting = float(max(1, min(self.allowed - 1, took))), False
         if self.ceiling is not None and self.returned < self.probe_at:  # more of the same: a lower ceiling
-            self.ceiling = min(self.ceiling, took + 1)
+            self.ceiling = min(self.ceiling, self.allowed + 1)
             return
         self.probe_wait = min(PROBE_MAX, self.probe_wait * 2) if self.probing else self.probe
-        self.ceiling, self.probe_at, self.probing = took + 1, self.returned + self.probe_wait, 0.0
+        self.ceiling, self.probe_at, self.probing = self.allowed + 1, self.returned + self.probe_wait, 0.0
 
     def _returned(self, latency: float) -> None:
         now = self.clock()
@@ -165,7 +197,10 @@ class AdaptiveLimit:
                 grown = min(grown, self.ceiling - 1.0)
             else:  # try one call more than the endpoint took last time (``probing``: when it went out)
                 grown = float(self.ceiling)
+        before = self.allowed
         self.limit = max(self.limit, min(float(self.most), grown))
+        if self.starting and self.allowed > before:  # the new slot opens a share of a round trip later
+            self._opens.append(max(self._opens[-1] if self._opens else now, now) + latency / before)
 
 
 class _Call:
