@@ -22,6 +22,12 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, defer_build=True)
 
 
+class Plain(BaseModel):
+    """A model built on its first use, not on import (``mas --help`` imports them all)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 # -- tasks -------------------------------------------------------------------------------
 
 
@@ -218,7 +224,7 @@ class Group(Frozen):
 # -- learning outputs (what the model must return, validated) ------------------------------
 
 
-class RoleSteps(BaseModel):
+class RoleSteps(Plain):
     """What one role did in one rollout, step by step."""
 
     role: str
@@ -232,7 +238,7 @@ class RoleSteps(BaseModel):
     """Ids of the lessons the trace shows the role following (a description, never evidence)."""
 
 
-class Summary(BaseModel):
+class Summary(Plain):
     """A rollout compressed step by step, per role, against the ground truth when known."""
 
     roles: list[RoleSteps] = Field(max_length=8)
@@ -264,7 +270,7 @@ class DeleteOperation(Frozen):
 Operation = Annotated[AddOperation | ModifyOperation | DeleteOperation, Field(discriminator="op")]
 
 
-class Advantage(BaseModel):
+class Advantage(Plain):
     """The semantic advantage of one group. Its fields come in the order a careful reader
     reasons: compare first, then judge the current lessons, then decide, then act (a
     constrained decoder writes them in this order). Operations are validated one by one."""
@@ -278,7 +284,7 @@ class Advantage(BaseModel):
     operations: list[dict] = Field(max_length=12)
 
 
-class EditBatch(BaseModel):
+class EditBatch(Plain):
     """The model's reply to the edit stage. Items are validated one by one, not here, so one
     malformed edit never sinks the others."""
 
@@ -374,7 +380,7 @@ class UsageEvent(Frozen):
         return data
 
 
-class DirectLessons(BaseModel):
+class DirectLessons(Plain):
     """Lessons asked for outright, without rollouts (the paper's "directly generated" ablation)."""
 
     lessons: list[str] = Field(max_length=16)
@@ -462,7 +468,7 @@ class PromotionMove(Frozen):
         return data
 
 
-class Equivalence(BaseModel):
+class Equivalence(Plain):
     """The model's judgement of two lessons: does following one amount to following the
     other? The reasoning comes first; a merged text is offered when they are the same."""
 
@@ -474,7 +480,7 @@ class Equivalence(BaseModel):
 # -- step reports ------------------------------------------------------------------------------
 
 
-class StageCount(BaseModel):
+class StageCount(Plain):
     """Model calls, tokens and failures of one stage (rollout, summary, advantage, edit)."""
 
     calls: int = 0
@@ -486,7 +492,7 @@ class StageCount(BaseModel):
     """The failures by kind (``reply cut at the token limit``, ``endpoint error``, ``timeout``, ...)."""
 
 
-class EndpointCounts(BaseModel):
+class EndpointCounts(Plain):
     """What one client met at its endpoint. ``faults`` counts failed attempts by kind (status
     code, ``timeout``, ``connection``, ``bad_body``, ``empty_choices``): each was either
     retried or was the last attempt of a failed call, so ``sum(faults) == retries + failures``."""
@@ -525,7 +531,7 @@ class EndpointCounts(BaseModel):
         )
 
 
-class StepReport(BaseModel):
+class StepReport(Plain):
     epoch: int
     step: int
     task_ids: list[str]
