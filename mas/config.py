@@ -80,7 +80,7 @@ class RolloutConfig(BaseModel):
     retries: int = Field(4, ge=0)
     """Retries of a model call after a transient endpoint fault (429, 5xx, timeout, dropped
     connection, unusable body), with exponential backoff; then the call is counted and skipped."""
-    budget: Budget = Budget()
+    budget: Budget = Field(default_factory=Budget)
     """Token caps of the libraries and of the lessons injected into one prompt (the same
     injection in training and at inference)."""
 
@@ -121,9 +121,9 @@ class TrainConfig(RolloutConfig):
     """Where proposed lessons go: the library of the role they name, or all to the global one."""
 
     # -- the hierarchy
-    exposure: ExposurePolicy = ExposurePolicy()
+    exposure: ExposurePolicy = Field(default_factory=ExposurePolicy)
     """How lessons are shown to part of each group, to measure what they do."""
-    promotion: PromotionPolicy = PromotionPolicy()
+    promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
     """When lessons move to the global library, and back, and when they leave."""
 
 
@@ -147,12 +147,20 @@ ABLATIONS: dict[str, dict | str | None] = {
     "direct lessons": "direct",
     "group size 1": {"group_size": 1},
     "no ground truth": {"ground_truth": False},
-    "private only": {"promotion": PromotionPolicy(cadence="off"), "budget": Budget(inject_global=False)},
+    "private only": {"promotion": {"cadence": "off"}, "budget": {"inject_global": False}},
     "global only": {"route": "global"},
-    "promotion off": {"promotion": PromotionPolicy(cadence="off")},
+    "promotion off": {"promotion": {"cadence": "off"}},
 }
 """The variants of ``mas ablate`` (``mas.studies.ablate``), each as its changes to the
-training settings; None trains nothing, "direct" asks for lessons outright."""
+training settings (a dict changes those of a group: ``ablated``); None trains nothing,
+"direct" asks for lessons outright."""
+
+
+def ablated(config: TrainConfig, change: dict) -> TrainConfig:
+    """``config`` with an ablation's changes: a setting replaced, or some of a group's."""
+    return config.model_copy(
+        update={k: getattr(config, k).model_copy(update=v) if isinstance(v, dict) else v for k, v in change.items()}
+    )
 
 
 def train_config(preset: str | None = None, **settings) -> TrainConfig:

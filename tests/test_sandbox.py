@@ -114,6 +114,16 @@ def alive(marker: str) -> list[int]:
     return found
 
 
+def gone(marker: str, seconds: float) -> bool:
+    """Whether every process whose command line holds ``marker`` has ended within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while alive(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def kill(pids: list[int]) -> None:
     for pid in pids:
         try:
@@ -259,11 +269,7 @@ def test_the_sandbox_dies_with_mas(unsafe):
             time.sleep(0.05)
         mas_process.kill()
         mas_process.wait()
-        for _ in range(40):
-            if not alive(marker):
-                break
-            time.sleep(0.05)
-        assert bool(alive(marker)) == unsafe
+        assert gone(marker, 2) != unsafe
     finally:
         kill(alive(marker))
 
@@ -289,11 +295,7 @@ def test_the_sandbox_dies_with_mas_killed_before_bwrap_starts():
         mas_process.kill()
         mas_process.wait()
         time.sleep(1)  # bwrap has started by now
-        for _ in range(60):
-            if not alive(marker):
-                break
-            time.sleep(0.05)
-        assert not alive(marker)
+        assert gone(marker, 3)
     finally:
         kill(alive(marker))
 
@@ -320,11 +322,7 @@ def test_the_lifeline_ends_the_sandbox_when_bwrap_is_gone():
         assert alive(marker)  # unbound: it outlives bwrap
         os.close(lifeline_w)  # what mas dying does
         lifeline_w = None
-        for _ in range(40):
-            if not alive(marker):
-                break
-            time.sleep(0.05)
-        assert not alive(marker)
+        assert gone(marker, 2)
     finally:
         if lifeline_w is not None:
             os.close(lifeline_w)

@@ -13,7 +13,7 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas.ask import ask
-from mas.config import ABLATIONS, EvalConfig, TrainConfig
+from mas.config import ABLATIONS, EvalConfig, TrainConfig, ablated
 from mas.cost import Price, stage_costs
 from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import apply, parse_edits
@@ -65,7 +65,7 @@ async def ablate(
         if change == "direct":
             cost = await _direct(scenario, learner or client, store, train_config, price)
         elif change is not None:
-            config = train_config.model_copy(update=change)
+            config = ablated(train_config, change)
             done = await train(
                 scenario, client=client, store=store, run_dir=store.path.parent / "run", config=config,
                 model_name=model_name, price=price, learner=learner, on_rollout=on_rollout,
@@ -92,7 +92,7 @@ def planned_rollouts(scenario: Scenario, variant: str, train_config: TrainConfig
     change = VARIANTS[variant]
     total = len(scenario.held_out[: eval_config.tasks]) * eval_config.k
     if isinstance(change, dict):
-        config = train_config.model_copy(update=change)
+        config = ablated(train_config, change)
         total += config.epochs * len(scenario.tasks[: config.tasks]) * config.group_size
     return total
 
