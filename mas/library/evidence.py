@@ -133,8 +133,8 @@ def estimate(
     horizon: int = 3,
 ) -> dict[tuple[str, str], Effect]:
     """The effect of every (role, lesson) with randomized evidence, with one-sided bounds at
-    the level ``spent(alpha, look, horizon)``. A lesson of a class gets the class's effect, which is a
-    trial for a role only when no member of the class is the role's own or global."""
+    the level ``spent(alpha, look, horizon)``. A lesson of a class gets the class's effect,
+    which is a trial for a role only when no member of the class is the role's own or global."""
     level = spent(alpha, look, horizon)
     members: dict[str, list[str]] = defaultdict(list)
     for member, unit in (classes or {}).items():

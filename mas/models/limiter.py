@@ -6,17 +6,16 @@ APIs). ``AdaptiveLimit`` finds it from the endpoint's answers, TCP-style:
 
 - **start**: from ``start`` (2) calls, the limit grows by one per call that returns while the
   limit is full, so it doubles every round trip, the new slots opening one by one across the
-  round trip (paced: a 429 answered at once stops the growth after a call or two beyond the
-  endpoint, where slots opened all at once met a 429 each), until the first 429 or rising
-  latency (then
+  round trip (paced: a 429 answered at once stops the growth a call or two past the endpoint,
+  where slots opened all at once met a 429 each), until the first 429 or rising latency (then
   it halves: the last doubling went too far; a client slowed by its own work shows this too,
   and its calls would reach the endpoint all at once later);
 - **429**: the limit falls by one per 429, and to one below the calls in flight when it came
-  (the most the endpoint took); one more than that becomes the ceiling; the limit stays below it, and tries it again (one call
-  more) only after ``probe`` (50) more calls have returned, twice as many after each failed
-  try (at most ``PROBE_MAX``), so that refusals stay rare: a handful, then about one per
-  thousands of calls; a try that returns without a 429 lifts the ceiling, and the limit grows
-  by one per round trip from there;
+  (the most the endpoint took); one more than that becomes the ceiling; the limit stays below
+  it, and tries it again (one call more) only after ``probe`` (50) more calls have returned,
+  twice as many after each failed try (at most ``PROBE_MAX``), so that refusals stay rare: a
+  handful, then about one per thousands of calls; a try that returns without a 429 lifts the
+  ceiling, and the limit grows by one per round trip from there;
 - **latency**: grows by one per round trip while the median latency of recent calls stays
   within ``GROWTH`` (1.5) x the lowest median seen (medians of a window, so that short and long
   replies do not read as congestion, and a client slowed by its own work stops growing); above

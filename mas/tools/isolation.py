@@ -51,7 +51,7 @@ OPT_OUT = f"or run it without isolation: --unsafe-python-tool or {UNSAFE_ENV}=1"
 _LAUNCH = """\
 import os, resource, select, signal, sys
 uid, lifeline, *limits = map(int, sys.argv[1:-1])
-os.closerange(3, max(lifeline, 3)); os.closerange(max(lifeline + 1, 3), 1 << 20)
+os.closerange(3, max(lifeline, 3)); os.closerange(max(lifeline + 1, 3), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 wake, wake_w = os.pipe()
 os.set_blocking(wake_w, False)
 signal.set_wakeup_fd(wake_w)
