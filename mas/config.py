@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mas.types import Budget, Frozen
+from mas.types import Budget, Settings
 
 
 def seed_of(*parts: object) -> int:
@@ -16,7 +16,7 @@ def seed_of(*parts: object) -> int:
     return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
 
 
-class ExposurePolicy(Frozen):
+class ExposurePolicy(Settings):
     """How lessons are shown at random to part of a group's rollouts, so that each group
     measures what they do (``mas.library.exposure``)."""
 
@@ -30,7 +30,7 @@ class ExposurePolicy(Frozen):
     """Show every injected lesson to every rollout: no evidence is gathered."""
 
 
-class PromotionPolicy(Frozen):
+class PromotionPolicy(Settings):
     """When the evidence moves lessons: promotion to the global library, demotion, pruning
     (``mas.library.promotion``)."""
 
