@@ -138,6 +138,28 @@ def test_a_same_verdict_is_asked_again_the_other_way_round(tmp_path, answers, sa
     assert again.known_same(a, b) is same  # kept beside the library: never asked again
 
 
+def test_the_pairs_of_a_step_are_judged_together_and_kept_in_their_order(tmp_path):
+    """One pair after another left the endpoint idle at the end of every step."""
+    in_flight = []
+
+    def respond(request):
+        in_flight.append(len(client.requests) - client.calls)  # sent, not answered yet
+        lessons = [line for line in request.messages[0].splitlines() if line.startswith("Lesson")]
+        return json.dumps({"reason": "scripted", "same": all("units" in t for t in lessons), "merged": ""})
+
+    client = FakeClient(respond, latency=0.05)
+    judge = Judge(tmp_path / "eq.jsonl", client=client, overlap=0.3)
+    texts = ["Check the units.", "Keep the units right.", "Name the unknown.", "Write the unknown down."]
+    a, b, c, d = (Lesson(id=f"solver/000{i}", text=t) for i, t in enumerate(texts, 1))
+    pairs = [(a, b), (c, d), (a, c), (b, a)]  # the last is the first the other way round: asked once
+    asyncio.run(judge.judge_all(pairs))
+    assert in_flight[0] == 3  # every pair's first call out at once
+    assert len(client.requests) == 4  # a "same" is confirmed the other way round: 2 + 1 + 1
+    kept = [json.loads(line)["a"] for line in (tmp_path / "eq.jsonl").read_text().splitlines()]
+    assert kept == [a.text, c.text, a.text]
+    assert judge.known_same(b, a) and not judge.known_same(c, d) and not judge.known_same(a, c)
+
+
 @pytest.fixture(scope="module")
 def world():
     spec = importlib.util.spec_from_file_location("learning_world", BENCH)

@@ -13,6 +13,7 @@ has judged counts as different: the safe side, since "same" deletes a lesson.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -92,7 +93,8 @@ class Judge:
     async def same(self, a: Lesson, b: Lesson) -> bool:
         found = self.verdict(a, b)
         if found is None and self.client is not None:
-            found = await self._ask(a, b)
+            key = _key(a.text, b.text)
+            found = self._record(key, a, b, await self._decide(a, b, key))
         return bool(found and found.same)
 
     def known_same(self, a: Lesson, b: Lesson) -> bool:
@@ -101,16 +103,25 @@ class Judge:
         return bool(found and found.same)
 
     async def judge_all(self, pairs: Iterable[tuple[Lesson, Lesson]]) -> None:
-        """Ask about every candidate pair not judged yet (one model call each)."""
+        """Ask about every candidate pair not judged yet, all at once (one to three model calls
+        each, in flight together: a step's last stage, where one pair after another left the
+        endpoint idle); the verdicts are kept in the order of ``pairs``."""
+        if self.client is None:
+            return
+        todo: dict[str, tuple[Lesson, Lesson]] = {}
         for a, b in pairs:
-            if self.verdict(a, b) is None and self.client is not None:
-                await self._ask(a, b)
+            if self.verdict(a, b) is None:
+                todo.setdefault(_key(a.text, b.text), (a, b))
+        replies = await asyncio.gather(*(self._decide(a, b, key) for key, (a, b) in todo.items()))
+        for (key, (a, b)), reply in zip(todo.items(), replies, strict=True):
+            self._record(key, a, b, reply)
 
-    async def _ask(self, a: Lesson, b: Lesson) -> Equivalence | None:
+    async def _decide(self, a: Lesson, b: Lesson, key: str) -> Equivalence | None:
         """A "same" is asked again with the lessons the other way round, and a third time if
         the two disagree: "same" merges and deletes lessons, and a judge may lean towards one
-        position. A "different" stands on one call (the safe side). 1 to 3 calls a pair."""
-        key = _key(a.text, b.text)
+        position. A "different" stands on one call (the safe side). 1 to 3 calls a pair.
+        None: no valid reply (counted in the meter); the pair stays different, and is asked
+        again later."""
         first = await self._one(a, b, key, 0)
         reply = first
         if first is not None and first.same:
@@ -118,10 +129,12 @@ class Judge:
             reply = second if second is None or second.same else await self._one(a, b, key, 2)
             if reply is not None and reply.same:
                 reply = first
-        if reply is None:
-            return None  # counted in the meter; the pair stays different, and is asked again later
-        self.known[key] = reply
-        self._append(key, a.text, b.text, reply)
+        return reply
+
+    def _record(self, key: str, a: Lesson, b: Lesson, reply: Equivalence | None) -> Equivalence | None:
+        if reply is not None:
+            self.known[key] = reply
+            self._append(key, a.text, b.text, reply)
         return reply
 
     async def _one(self, a: Lesson, b: Lesson, key: str, attempt: int) -> Equivalence | None:
