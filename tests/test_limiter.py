@@ -168,26 +168,28 @@ def test_a_burst_of_refusals_brings_the_limit_down_to_what_the_endpoint_took():
 
 
 def test_the_start_opens_its_new_slots_across_a_round_trip_not_at_once():
-    """A call returns while the limit is full: the limit grows by one, but the new slot opens a
-    share of a round trip later, so that an endpoint's 429 to the first call too many comes
+    """A call returns while the limit is full: the limit grows by two, but the new slots open
+    a share of a round trip apart, so that an endpoint's 429 to the first call too many comes
     back before the start has sent many more."""
     clock = Clock()
     limit = AdaptiveLimit(start=4, clock=clock)
     while limit.try_acquire():
         pass
     limit.release(0.2)  # a whole round trip of 0.2 s at a full limit of 4
-    assert limit.allowed == 5
+    assert limit.allowed == 6  # 4 calls returning in a round trip triple it
     assert limit.try_acquire()  # the returned call's own place
-    assert not limit.try_acquire()  # the new one is not open yet
-    clock.now += 0.2 / 4
-    assert limit.try_acquire()
+    assert not limit.try_acquire()  # the new ones are not open yet
+    for _ in range(2):
+        clock.now += 0.2 / 8  # 8 new slots a round trip
+        assert limit.try_acquire()
+        assert not limit.try_acquire()
 
 
 async def test_callers_waiting_for_a_paced_slot_are_let_in_when_it_opens():
     limit = AdaptiveLimit(start=2)  # the real clock
     for _ in range(2):
         await limit.acquire()
-    limit.release(0.2)  # grows to 3, the new slot opens 0.1 s later
+    limit.release(0.4)  # grows to 4, the new slots open 0.1 and 0.2 s later
     await asyncio.wait_for(limit.acquire(), 1)
     started = asyncio.get_running_loop().time()
     await asyncio.wait_for(limit.acquire(), 1)  # woken by the timer, not by a release

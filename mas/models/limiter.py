@@ -4,11 +4,12 @@ An endpoint serves some number of requests at once, unknown to mas. Below it, sl
 above it, the endpoint either queues (latency rises: vLLM, llama.cpp) or refuses (429: hosted
 APIs). ``AdaptiveLimit`` finds it from the endpoint's answers, TCP-style:
 
-- **start**: from ``start`` (2) calls, the limit grows by one per call that returns while the
-  limit is full, so it doubles every round trip, the new slots opening one by one across the
+- **start**: from ``start`` (2) calls, the limit grows by ``GAIN`` (2) per call that returns
+  while the limit is full, so it triples every round trip (2, 6, 18, 54: a doubling took four
+  round trips to 32 slots, in a step of about ten), the new slots opening one by one across the
   round trip (paced: a 429 answered at once stops the growth a call or two past the endpoint,
   where slots opened all at once met a 429 each), until the first 429 or rising latency (then
-  it halves: the last doubling went too far; a client slowed by its own work shows this too,
+  it halves: the last growth went too far; a client slowed by its own work shows this too,
   and its calls would reach the endpoint all at once later);
 - **429**: the limit falls by one per 429, and to one below the calls in flight when it came
   (the most the endpoint took); one more than that becomes the ceiling; the limit stays below
@@ -47,7 +48,7 @@ from autogen_core.models import ChatCompletionClient, CreateResult
 
 from mas.models.wrappers import QUEUED, Delegating
 
-START, MOST, PROBE, PROBE_MAX, GROWTH, TOLERANCE, WINDOW = 2, 512, 50, 5000, 1.5, 2.0, 64
+START, GAIN, MOST, PROBE, PROBE_MAX, GROWTH, TOLERANCE, WINDOW = 2, 2, 512, 50, 5000, 1.5, 2.0, 64
 
 
 class AdaptiveLimit:
@@ -190,7 +191,7 @@ class AdaptiveLimit:
             self.ceiling, self.probing, self.probe_wait = None, 0.0, self.probe
         if not self._holding or self._full_at < now - latency * 1.01 - 0.001:
             return  # latency climbs, or the limit held nothing back while this call ran: no reason to grow
-        grown = self.limit + (1.0 if self.starting else 1.0 / self.limit)
+        grown = self.limit + (GAIN if self.starting else 1.0 / self.limit)
         if self.ceiling is not None and grown >= self.ceiling:
             if self.returned < self.probe_at or self.probing:
                 grown = min(grown, self.ceiling - 1.0)
@@ -198,8 +199,8 @@ class AdaptiveLimit:
                 grown = float(self.ceiling)
         before = self.allowed
         self.limit = max(self.limit, min(float(self.most), grown))
-        if self.starting and self.allowed > before:  # the new slot opens a share of a round trip later
-            self._opens.append(max(self._opens[-1] if self._opens else now, now) + latency / before)
+        for _ in range(self.allowed - before if self.starting else 0):  # new slots open across a round trip
+            self._opens.append(max(self._opens[-1] if self._opens else now, now) + latency / (GAIN * before))
 
 
 class _Call:
