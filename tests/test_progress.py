@@ -60,7 +60,9 @@ def test_bars_only_on_a_terminal_without_ci_or_json(monkeypatch):
 
 
 def test_train_counts_rollouts_and_calls_in_flight(tmp_path):
-    args = ["train", "maths", "--model", "fake:0.02", "--tasks", "8", "--run-dir", str(tmp_path / "run")]
+    # Calls of 0.1 s: the bars redraw 10 times a second, and with calls of 0.02 s on a busy
+    # machine a redraw could fall only between calls (1 run in 6 of the suite saw none).
+    args = ["train", "maths", "--model", "fake:0.1", "--tasks", "8", "--run-dir", str(tmp_path / "run")]
     code, stdout, terminal = on_terminal(*args, "--library", str(tmp_path / "lib.json"))
     assert code == 0, terminal
     assert "40/40 rollouts" in terminal  # 8 tasks x G=5
