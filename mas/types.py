@@ -424,7 +424,8 @@ class RefusedEdit(Frozen):
 
 class Effect(Frozen):
     """The randomized evidence about one lesson for one role: within groups of rollouts of
-    the same task, the rollouts shown the lesson against those not shown it."""
+    the same task, the rollouts shown the lesson against those not shown it, the other
+    lessons randomized in the same rollouts held fixed (``mas.library.evidence``)."""
 
     model_config = ConfigDict(ser_json_inf_nan="constants")
     role: str
@@ -436,12 +437,13 @@ class Effect(Frozen):
     exposures: int
     """Rollouts that were shown the lesson under randomization."""
     effect: float
-    """Mean over tasks of (mean reward shown) - (mean reward not shown)."""
+    """The change in reward when the lesson is shown: least squares over the groups, with a
+    fixed effect per group (one group alone: mean reward shown - mean reward not shown)."""
     lcb: float
     """Lower confidence bound (one-sided, t over tasks, its level spent across looks)."""
     ucb: float
     se: float = math.inf
-    """Standard error of ``effect`` (over tasks; infinite below two tasks)."""
+    """Standard error of ``effect``, clustered by task (infinite below two tasks)."""
     trial: bool = False
     """The lesson belongs to another role's library: shown to this role as a transfer trial."""
     judged: float = 0.0

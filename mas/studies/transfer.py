@@ -57,10 +57,9 @@ def from_trials(
     for a in roles:
         for b in roles:
             mine = [t for (role, lesson), t in tallies.items() if role == b and lesson.startswith(f"{a}/")]
-            lessons = len({lesson for (role, lesson) in tallies if role == b and lesson.startswith(f"{a}/")})
             e = evidence.pooled(b, f"{a}/*", mine, 0.025)
             low, high = (e.lcb, e.ucb) if math.isfinite(e.lcb) else (0.0, 0.0)
-            cells.append(Cell(source=a, target=b, lessons=lessons, delta=e.effect, low=low, high=high))
+            cells.append(Cell(source=a, target=b, lessons=len(mine), delta=e.effect, low=low, high=high))
     tasks = len({task for t in tallies.values() for task in t.per_task})
     return TransferResult(baseline=0.0, tasks=tasks, k=0, cells=cells, source="trials")
 
