@@ -75,7 +75,7 @@ def test_help_imports_no_command_and_no_settings_model():
 
 def test_library_show_imports_no_settings_and_no_team(tmp_path):
     """``mas library show`` reads and validates a library file; it imports neither the options
-    and settings of the commands that run the team, nor autogen."""
+    and settings of the commands that run the team, nor autogen, nor a lock (it only reads)."""
     from mas.library.edits import apply
     from mas.library.store import LibraryStore
     from mas.types import Add, Version
@@ -86,7 +86,7 @@ def test_library_show_imports_no_settings_and_no_team(tmp_path):
     assert "mas.library.store" in loaded and "mas.types" in loaded
     unwanted = {"mas.config", "mas.cli.options", "mas.cli.sources", "mas.cli.commands", "mas.cli.promote"}
     assert not loaded & unwanted
-    assert not {m for m in loaded if m.split(".")[0] in ("autogen_core", "autogen_agentchat", "networkx")}
+    assert not {m for m in loaded if m.split(".")[0] in ("autogen_core", "autogen_agentchat", "filelock", "networkx")}
 
 
 def test_train_is_listed_first_and_version_is_printed():
