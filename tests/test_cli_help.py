@@ -10,6 +10,9 @@ import typer
 from typer.testing import CliRunner
 
 from mas.cli.main import app
+from mas.cli.options import docstring
+from mas.config import EvalConfig, ExposurePolicy, PromotionPolicy, TrainConfig
+from mas.types import Budget
 from tests.test_cli import mas
 
 ROOT = typer.main.get_command(app)
@@ -87,6 +90,19 @@ def test_library_show_imports_no_settings_and_no_team(tmp_path):
     unwanted = {"mas.config", "mas.cli.options", "mas.cli.sources", "mas.cli.commands", "mas.cli.promote"}
     assert not loaded & unwanted
     assert not {m for m in loaded if m.split(".")[0] in ("autogen_core", "autogen_agentchat", "filelock", "networkx")}
+
+
+@pytest.mark.parametrize("model", [TrainConfig, EvalConfig, Budget, PromotionPolicy, ExposurePolicy])
+def test_every_settings_field_has_its_docstring(model):
+    """Each field's help is the docstring under it, inherited fields' too, read from the source
+    by the CLI (pydantic reads none: ``Settings``)."""
+    for name, field in model.model_fields.items():
+        assert docstring(model, name).strip(), (model.__name__, name)
+        assert field.description is None  # reading them at import costs every command
+    assert docstring(TrainConfig, "seed") == "Fixes task order and the sampling seed of every model call."
+    assert docstring(Budget, "inject") == "``relevant``: BM25 ranking against the task; ``all``: id order."
+    assert docstring(TrainConfig, "fresh").startswith("Start from empty libraries: the run first adds")
+    assert "\n" in docstring(TrainConfig, "fresh")  # cleaned, not joined: help joins the lines
 
 
 def test_train_is_listed_first_and_version_is_printed():
