@@ -72,7 +72,7 @@ def _declared(module: str) -> TyperGroup:
 class _Commands(Mapping):
     """The commands by name, each one's module imported when the command is first looked up."""
 
-    def __getitem__(self, name: str) -> typer.core.TyperCommand | TyperGroup:
+    def __getitem__(self, name: str) -> TyperCommand | TyperGroup:
         return _declared(COMMANDS[name].module).commands[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -91,7 +91,7 @@ class _Mas(TyperGroup):
         self.commands = _Commands()
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
-        return list(COMMANDS)
+        return list(COMMANDS)  # the names alone: TyperGroup's would look every command up
 
     def format_commands(self, ctx: typer.Context, formatter) -> None:
         """The listing of ``TyperGroup.format_commands``, with each short help cut from
