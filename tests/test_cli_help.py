@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from mas.cli.main import app
 from mas.cli.options import docstring
 from mas.config import EvalConfig, ExposurePolicy, PromotionPolicy, TrainConfig
-from mas.types import Budget
+from mas.types import Budget, Settings
 from tests.test_cli import mas
 
 ROOT = typer.main.get_command(app)
@@ -103,6 +103,21 @@ def test_every_settings_field_has_its_docstring(model):
     assert docstring(Budget, "inject") == "``relevant``: BM25 ranking against the task; ``all``: id order."
     assert docstring(TrainConfig, "fresh").startswith("Start from empty libraries: the run first adds")
     assert "\n" in docstring(TrainConfig, "fresh")  # cleaned, not joined: help joins the lines
+
+
+class Knobs(Settings):
+    plain: int = 1
+    documented: int = 2
+    """Two."""
+
+
+class MoreKnobs(Knobs):
+    documented: int = 3
+
+
+def test_a_docstring_is_read_from_the_class_that_declares_the_field():
+    assert docstring(Knobs, "documented") == "Two." and docstring(Knobs, "plain") == ""
+    assert docstring(MoreKnobs, "documented") == "" and docstring(MoreKnobs, "plain") == ""
 
 
 def test_train_is_listed_first_and_version_is_printed():

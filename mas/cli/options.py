@@ -74,9 +74,8 @@ def docstring(model: type[BaseModel], name: str) -> str:
     and the source (some 20 ms of every command, ``mas library show`` among them: ``Budget`` is
     part of every library file)."""
     for base in model.__mro__:
-        found = _docstrings(base.__module__).get(base.__qualname__, {})
-        if name in found:
-            return found[name]
+        if name in base.__dict__.get("__annotations__", {}):
+            return _docstrings(base.__module__).get(base.__qualname__, {}).get(name, "")
     return ""
 
 
