@@ -13,6 +13,7 @@ Run: .venv/bin/python bench/startup.py
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import subprocess
@@ -30,6 +31,11 @@ from mas.types import GLOBAL, Add, Version
 ROUNDS, GOAL = 15, 2.0
 PYTHON = sys.executable
 MAS = str(Path(sys.executable).with_name("mas"))
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+"""The commands may write bytecode: with PYTHONDONTWRITEBYTECODE set (some containers set it)
+an editable install of mas compiles each of its modules again at every start, and the bench
+timed the compiler too (15 to 20 ms of `mas library show`), not the start-up of an installed
+mas, whose bytecode pip writes at install. The warm-up run writes it here."""
 PYDANTIC = (
     "from pydantic import BaseModel\nclass Lesson(BaseModel):\n    id: str\n    text: str\nLesson(id='a', text='b')"
 )
@@ -50,7 +56,7 @@ def library(folder: Path) -> Path:
 def timed(command: list[str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one run."""
     before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
@@ -65,7 +71,7 @@ def main() -> int:
         }
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for command in commands.values():
-            timed(command)  # warm the file cache
+            timed(command)  # warm the file cache, write the bytecode
         for _ in range(ROUNDS):
             for name, command in commands.items():
                 times[name].append(timed(command))

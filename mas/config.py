@@ -57,7 +57,7 @@ class PromotionPolicy(Settings):
 class RolloutConfig(BaseModel):
     """What training and evaluation share: how the team's calls are made."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # docstrings: see Settings
 
     tasks: int | None = Field(None, ge=1)
     """Use the first N tasks (training tasks for training, held-out ones for evaluation)."""

@@ -25,11 +25,10 @@ class Frozen(BaseModel):
 
 
 class Settings(Frozen):
-    """Settings, whose fields' attribute docstrings are their descriptions: the CLI's help.
-    Pydantic reads them from the source, class by class (about 40 ms at every start when
-    every model here did), so only models whose fields someone is shown do."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    """Settings, whose fields' attribute docstrings are the help of the CLI's options.
+    ``mas.cli.options`` reads them when a command declares its options: pydantic's
+    ``use_attribute_docstrings`` would read them at every start, from the source (about 20 ms
+    of ``mas library show``, which never shows them)."""
 
 
 class Plain(BaseModel):

@@ -1,6 +1,8 @@
 """The help of every command: defaults shown, choices listed, plain flag shapes, --version."""
 
 import json
+import subprocess
+import sys
 from importlib.metadata import version
 
 import pytest
@@ -8,6 +10,9 @@ import typer
 from typer.testing import CliRunner
 
 from mas.cli.main import app
+from mas.cli.options import docstring
+from mas.config import EvalConfig, ExposurePolicy, PromotionPolicy, TrainConfig
+from mas.types import Budget, Settings
 from tests.test_cli import mas
 
 ROOT = typer.main.get_command(app)
@@ -30,6 +35,89 @@ def help_of(*path: str) -> str:
     done = CliRunner().invoke(app, [*path, "--help"], terminal_width=100)
     assert done.exit_code == 0, done.output
     return done.output
+
+
+def test_the_listing_is_each_commands_own_help():
+    """``mas --help`` lists the commands from the table in ``mas.cli.main``, importing none of
+    them: its page is the one a group holding the real commands prints, at any width."""
+    eager = typer.core.TyperGroup(
+        name=ROOT.name, commands=dict(ROOT.commands), params=ROOT.params, help=ROOT.help, rich_markup_mode=None
+    )
+    assert list(eager.commands) == ROOT.list_commands(None)
+    assert all(command.name == name for name, command in eager.commands.items())
+    for width in (50, 80, 120, 1000):
+        lazy, real = (group.get_help(group.context_class(group, terminal_width=width)) for group in (ROOT, eager))
+        assert lazy == real
+
+
+def loaded_by(*args: str) -> set[str]:
+    """The modules ``mas ARGS`` has imported when it ends."""
+    code = (
+        "import sys\nfrom mas.cli.main import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(*sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert done.stdout, done.stderr
+    return set(done.stderr.split())
+
+
+def test_help_imports_no_command_and_no_settings_model():
+    """``mas --help`` starts in about the time of ``import typer``: it imports neither a
+    command's module nor pydantic (the settings models, the store) nor rich's console."""
+    loaded = loaded_by("--help")
+    assert {m for m in loaded if m.startswith("mas")} <= {
+        "mas",
+        "mas.cli",
+        "mas.cli.main",
+        "mas.cli.interrupt",
+        "mas.errors",
+    }
+    assert not {m for m in loaded if m.split(".")[0] in ("pydantic", "pydantic_core", "tinydb", "filelock")}
+    assert "rich.console" not in loaded
+
+
+def test_library_show_imports_no_settings_and_no_team(tmp_path):
+    """``mas library show`` reads and validates a library file; it imports neither the options
+    and settings of the commands that run the team, nor autogen, nor a lock (it only reads)."""
+    from mas.library.edits import apply
+    from mas.library.store import LibraryStore
+    from mas.types import Add, Version
+
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([apply(Version.empty("solver"), [Add(op="add", text="Check the units before the sum.")])[0]])
+    loaded = loaded_by("library", "show", str(store.path))
+    assert "mas.library.store" in loaded and "mas.types" in loaded
+    unwanted = {"mas.config", "mas.cli.options", "mas.cli.sources", "mas.cli.commands", "mas.cli.promote"}
+    assert not loaded & unwanted
+    assert not {m for m in loaded if m.split(".")[0] in ("autogen_core", "autogen_agentchat", "filelock", "networkx")}
+
+
+@pytest.mark.parametrize("model", [TrainConfig, EvalConfig, Budget, PromotionPolicy, ExposurePolicy])
+def test_every_settings_field_has_its_docstring(model):
+    """Each field's help is the docstring under it, inherited fields' too, read from the source
+    by the CLI (pydantic reads none: ``Settings``)."""
+    for name, field in model.model_fields.items():
+        assert docstring(model, name).strip(), (model.__name__, name)
+        assert field.description is None  # reading them at import costs every command
+    assert docstring(TrainConfig, "seed") == "Fixes task order and the sampling seed of every model call."
+    assert docstring(Budget, "inject") == "``relevant``: BM25 ranking against the task; ``all``: id order."
+    assert docstring(TrainConfig, "fresh").startswith("Start from empty libraries: the run first adds")
+    assert "\n" in docstring(TrainConfig, "fresh")  # cleaned, not joined: help joins the lines
+
+
+class Knobs(Settings):
+    plain: int = 1
+    documented: int = 2
+    """Two."""
+
+
+class MoreKnobs(Knobs):
+    documented: int = 3
+
+
+def test_a_docstring_is_read_from_the_class_that_declares_the_field():
+    assert docstring(Knobs, "documented") == "Two." and docstring(Knobs, "plain") == ""
+    assert docstring(MoreKnobs, "documented") == "" and docstring(MoreKnobs, "plain") == ""
 
 
 def test_train_is_listed_first_and_version_is_printed():

@@ -1,9 +1,9 @@
-"""``mas library``, ``mas promote`` and ``mas graph``: the commands that read and change
-library files without running the team."""
+"""``mas library`` and ``mas graph``: the commands that read and change library files without
+running the team (``mas promote`` too, in ``mas.cli.promote``: its options are the settings
+models', which ``mas library show`` never needs)."""
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -13,17 +13,19 @@ from rich.console import Console
 from rich.markup import escape
 
 from mas import paths
-from mas.cli.options import option, settings
-from mas.config import PromotionPolicy
 from mas.errors import UserError
 
-if TYPE_CHECKING:  # the rest is imported where used: ``mas --help`` and ``library show`` start fast
+if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` starts fast
     from mas.library.logs import SideFiles
     from mas.library.store import LibraryStore
     from mas.types import Provenance
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
+app = typer.Typer(rich_markup_mode=None)
+"""``mas library`` and ``mas graph``, for ``mas.cli.main`` to list under ``mas``."""
+app.add_typer(library_app, name="library")
+app.add_typer(graph_app, name="graph")
 out = Console(soft_wrap=True)
 Which = Annotated[
     str, typer.Argument(metavar="LIBRARY", help="A scenario name (libraries/NAME.json) or a library file.")
@@ -41,7 +43,7 @@ def library_show(
     ),
 ) -> None:
     """The lessons of each library, with their provenance."""
-    store = _store(which)
+    store = store_of(which)
     if quarantine and rejected:
         raise UserError("--quarantine and --rejected: choose one")
     if quarantine:
@@ -73,10 +75,10 @@ def library_diff(
     """What changed in ROLE's library between two versions."""
     from mas.library.store import diff
 
-    store = _store(which)
+    store = store_of(which)
     newer = store.head(role) if new is None else store.version(role, new)
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
-        _say(line)
+        say(line)
 
 
 @library_app.command("export")
@@ -93,11 +95,12 @@ def library_export(
 ) -> None:
     """Export the latest libraries as Markdown (each lesson with where it came from and its
     evidence per role; every role, with or without lessons), or one role's prompt block."""
+    from mas.config import PromotionPolicy
     from mas.library import hierarchy, review
     from mas.library.inject import role_block
     from mas.library.logs import SideFiles
 
-    store = _store(which)
+    store = store_of(which)
     if format == "markdown":
         effects = hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
         roles = {event.role for event in SideFiles(store.path).usage.items()} | set(_scenario_roles(which))
@@ -122,10 +125,10 @@ def library_rollback(
     version: Annotated[int, typer.Argument(metavar="VERSION", help="The version to return to.")],
 ) -> None:
     """Make a new version of ROLE's library equal to an earlier one."""
-    store = _store(which)
+    store = store_of(which)
     store.version(role, version)  # fails cleanly on an unknown version
     made = store.rollback(role, version)
-    _say(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
+    say(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
@@ -134,10 +137,10 @@ def _print_quarantine(store: LibraryStore, role: str | None) -> None:
     log = SideFiles(store.path).quarantine
     rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
     if not rows:
-        _say(f"nothing quarantined in {log.path}")
+        say(f"nothing quarantined in {log.path}")
     for key, item in rows:
-        _say(f"[{item.library}] {item.text}")
-        _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+        say(f"[{item.library}] {item.text}")
+        say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
 
 
 def _print_rejected(store: LibraryStore, role: str | None) -> None:
@@ -159,10 +162,10 @@ def _print_rejected(store: LibraryStore, role: str | None) -> None:
                 ]
     rows = [(key, item) for key, item in rows if role in (None, item.library)]
     if not rows:
-        _say(f"nothing refused in {log.path}")
+        say(f"nothing refused in {log.path}")
     for key, item in rows:
-        _say(f"[{item.library or '?'}] {_proposed(item.edit)}")
-        _say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+        say(f"[{item.library or '?'}] {_proposed(item.edit)}")
+        say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
 
 
 def _proposed(edit: dict | str) -> str:
@@ -187,7 +190,7 @@ def _scenario_roles(which: str) -> list[str]:
         return []
 
 
-def _store(which: str) -> LibraryStore:
+def store_of(which: str) -> LibraryStore:
     """A scenario name or a library file path; the file must exist."""
     from mas.library.store import LibraryStore
 
@@ -219,18 +222,20 @@ def shown(text: str) -> str:
     return _UNSAFE.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     out.print(shown(text), markup=False, highlight=False)
 
 
 def print_lessons(heads, *, provenance: bool = False) -> None:
+    """Each library's name and version, then its lessons one to a line: printed as one block
+    (a print of rich's costs about 0.1 ms, a library file can hold hundreds of lessons)."""
     for name, v in heads.items():
         count = f"{len(v.lessons)} lesson{'s' * (len(v.lessons) != 1)}"
         out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {count}")
-        for lesson in v.lessons:
-            _say(f"  [{lesson.id}] {lesson.text}")
-        if provenance and v.provenance:
-            _say(f"  ({describe(v.provenance)})")
+        lines = [f"  [{lesson.id}] {lesson.text}" for lesson in v.lessons]
+        lines += [f"  ({describe(v.provenance)})"] if provenance and v.provenance else []
+        if lines:
+            out.print("\n".join(map(shown, lines)), markup=False, highlight=False)
 
 
 def describe(p: Provenance) -> str:
@@ -241,57 +246,6 @@ def describe(p: Provenance) -> str:
     parts += [f"model {p.model}"] if p.model else []
     parts += [f"tasks {', '.join(p.task_ids)}"] if p.task_ids else []
     return ", ".join(parts)
-
-
-def promote_command(
-    which: Which,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the moves and their evidence, change nothing."),
-    min_roles: int = option(PromotionPolicy, "min_roles"),
-    min_tasks: int = option(PromotionPolicy, "min_tasks"),
-    alpha: float = option(PromotionPolicy, "alpha"),
-    model: str | None = typer.Option(
-        None,
-        help="A model (as for train) to judge which lessons say the same thing; without one, only "
-        "the judgements made in training are used and other pairs count as different.",
-        show_default=False,
-    ),
-) -> None:
-    """A promotion pass on the randomized evidence: promote lessons shown to help several roles,
-    demote global lessons that no longer do, prune lessons that no longer help their role."""
-    import asyncio
-    from datetime import datetime
-
-    from rich.table import Table
-
-    from mas.library.hierarchy import promote
-    from mas.models.clients import open_client
-    from mas.types import Budget, Provenance
-
-    store = _store(which)
-    policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
-    stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
-
-    async def run():
-        if model is None:
-            return await promote(store, policy, stamp, budget=Budget(), dry_run=dry_run)
-        async with open_client(model) as client:
-            return await promote(store, policy, stamp, budget=Budget(), client=client, dry_run=dry_run)
-
-    moves = asyncio.run(run())
-    if not moves:
-        out.print("no lesson meets the promotion, demotion or pruning rules yet")
-        return
-    table = Table("move", "lesson", "ids", "roles", "evidence per role: effect [bounds] over tasks", "why")
-    for m in moves:
-        evidence = "\n".join(f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks}" for e in m.evidence)
-        cells = [shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-"]
-        table.add_row(m.kind, *map(escape, cells), escape(evidence), escape(shown(m.reason)))  # cells are markup
-    out.print(table)
-    _say("dry run: nothing changed" if dry_run else f"applied to {store.path}")
-
-
-def _n(value: float) -> str:
-    return f"{value:+.2f}" if math.isfinite(value) else "n/a"
 
 
 @graph_app.command("export")
@@ -307,6 +261,7 @@ def graph_export(
     edge (trial edges for transfer trials), and the promotions."""
     import networkx as nx
 
+    from mas.config import PromotionPolicy
     from mas.library import graph as usage_graph
     from mas.library import hierarchy
     from mas.library.logs import SideFiles
@@ -314,7 +269,7 @@ def graph_export(
     from mas.redact import redact
     from mas.studies.graph_view import render
 
-    store = _store(which)
+    store = store_of(which)
     side = SideFiles(store.path)
     target = side.graph(format) if output is None else _output(output, side)
     with store.exclusive():
@@ -333,7 +288,7 @@ def graph_export(
             )
             text = render(graph, logged, title=f"Usage graph of {store.path.name}")
         atomic_write(target, redact(text))
-    _say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
+    say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
 
 def _output(output: Path, side: SideFiles) -> Path:
@@ -374,7 +329,7 @@ def library_recover(which: Which) -> None:
     if count is None and not any(aside.values()):
         raise UserError(f"{store.path}: not corrupt, nothing to recover")
     if count is not None:
-        _say(f"{store.path}: restored {count} versions from {store.backup}")
+        say(f"{store.path}: restored {count} versions from {store.backup}")
     for path, n in aside.items():
         if n:
-            _say(f"{path}: set {n} bad line{'s' * (n > 1)} aside in {path}.bad")
+            say(f"{path}: set {n} bad line{'s' * (n > 1)} aside in {path}.bad")

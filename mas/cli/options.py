@@ -5,13 +5,19 @@ are declared once (in ``mas.config`` and the models it holds) and the CLI cannot
 
 gives ``--epochs`` with the field's default shown in help (``[default: 1; x>=1]``), its bounds
 (``ge``/``le``; strict bounds are left to the model's own validation, see ``settings``) and the
-first sentence of its docstring as help. A ``Literal`` field's choices are listed when the
+first sentence of its docstring as help (the string under the field, read here from the
+model's source; see ``docstring``). A ``Literal`` field's choices are listed when the
 parameter is annotated with ``field_type(model, name)``. The command receives None for an
 option left out, so that a preset can fill it.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
+import sys
+from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import typer
@@ -30,7 +36,7 @@ def option(model: type[BaseModel], name: str, *flags: str, help: str | None = No
             bounds["min"] = constraint.ge
         if getattr(constraint, "le", None) is not None:
             bounds["max"] = constraint.le
-    help = help or _first_sentence(field.description)
+    help = help or _first_sentence(docstring(model, name))
     return typer.Option(field.default, *flags, callback=_given, help=help, **bounds, **extra)
 
 
@@ -57,6 +63,35 @@ def settings(make: Any, flags: dict[str, str] | None = None, **values: Any) -> A
         field = str(first["loc"][0]) if first["loc"] else ""
         flag = (flags or {}).get(field, "--" + field.replace("_", "-"))
         raise UserError(f"{flag}: {first['msg']}") from None
+
+
+def docstring(model: type[BaseModel], name: str) -> str:
+    """The attribute docstring of ``model``'s field ``name``: the string right under it, in the
+    class that declares it ("" when it has none).
+
+    Read here, when a command declares its options, rather than by pydantic's
+    ``use_attribute_docstrings``, which reads it at every import of the model, from the frames
+    and the source (some 20 ms of every command, ``mas library show`` among them: ``Budget`` is
+    part of every library file)."""
+    for base in model.__mro__:
+        if name in base.__dict__.get("__annotations__", {}):
+            return _docstrings(base.__module__).get(base.__qualname__, {}).get(name, "")
+    return ""
+
+
+@cache
+def _docstrings(module: str) -> dict[str, dict[str, str]]:
+    """The attribute docstrings of each class at the top of ``module``, by class and field."""
+    classes: dict[str, dict[str, str]] = {}
+    for node in ast.parse(inspect.getsource(sys.modules[module])).body:
+        if isinstance(node, ast.ClassDef):
+            classes[node.name] = {
+                field.target.id: inspect.cleandoc(doc.value.value)
+                for field, doc in pairwise(node.body)
+                if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)
+            }  # fmt: skip
+    return classes
 
 
 def _first_sentence(text: str | None) -> str:

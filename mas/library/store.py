@@ -13,10 +13,10 @@ import contextlib
 import json
 import re
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import filelock
 import orjson
 from pydantic import ValidationError
 from tinydb import TinyDB
@@ -27,6 +27,9 @@ from mas.library.logs import SideFiles
 from mas.paths import atomic_write
 from mas.redact import redact_data, redact_texts
 from mas.types import GLOBAL, SCHEMA_VERSION, Budget, Version
+
+if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
+    import filelock
 
 TABLE = "versions"
 
@@ -194,10 +197,9 @@ class LibraryStore:
             self.path = Path(path).resolve()
         except (RuntimeError, OSError) as e:  # a symlink loop
             raise UserError(f"{path}: cannot resolve ({e})") from None
-        side = SideFiles(self.path)
-        self.backup = side.backup
-        self._lock = filelock.FileLock(side.lock, timeout=lock_timeout)
-        self._held = filelock.FileLock(side.run_lock, is_singleton=True)
+        self._side = SideFiles(self.path)
+        self._lock_timeout = lock_timeout
+        self.backup = self._side.backup
         self._cache: tuple[str, list[Version]] | None = None
         """The file text last read or written, and its versions, validated: a read finding the
         very same text reuses them instead of parsing and validating the whole history again."""
@@ -268,12 +270,28 @@ class LibraryStore:
 
     # -- writing -------------------------------------------------------------------------
 
+    @cached_property
+    def _lock(self) -> filelock.FileLock:
+        """Held by every write to the library file."""
+        import filelock  # here, not at the top: ``mas library show`` starts 10 ms sooner without it
+
+        return filelock.FileLock(self._side.lock, timeout=self._lock_timeout)
+
+    @cached_property
+    def _held(self) -> filelock.FileLock:
+        """Held for a whole operation (``exclusive``); one per file in this process, so it nests."""
+        import filelock
+
+        return filelock.FileLock(self._side.run_lock, is_singleton=True)
+
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the library for a whole operation: a training run, a rollback, a promotion
         pass, a recovery, a graph export. Another process asking meanwhile is refused at once
         (one line), never queued; within this process the hold nests (a training run promotes
         and commits while it holds the library)."""
+        import filelock
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._held.acquire(timeout=0)
@@ -292,6 +310,8 @@ class LibraryStore:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the lock file for a read-modify-write; sweep temp files of killed writers."""
+        import filelock
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
