@@ -55,7 +55,7 @@ class CorruptLog(UserError):
 class _Line(BaseModel, Generic[Item]):
     """One line of a step log, validated in one pass (strict: ``true`` is no step number)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
     run: str
     epoch: int
     step: int
