@@ -35,7 +35,7 @@ def layer(reason: str) -> str:
 
 @dataclass
 class Figures:
-    """The screen's rule layers on one labelled file."""
+    """The screen's layers (all but the model's verdict) on one labelled file."""
 
     honest: Counter = field(default_factory=Counter)
     """Honest items per kind."""
@@ -77,7 +77,9 @@ class Figures:
 
 
 def score(items: list[dict]) -> Figures:
-    """The rule layers alone (no model verdict) on labelled items."""
+    """The screen without the model's verdict (the rule layers and the learned layer) on
+    labelled items. The learned layer was trained on the tuning files: its figures there are
+    in-sample (``python -m mas.screen_model --check`` prints its cross-validated ones)."""
     figures = Figures()
     for item in items:
         reasons = list(refusals(item["text"], answers=item.get("answers", []), sources=item.get("sources", [])))
