@@ -7,7 +7,7 @@ character 1-5-grams and words (a word after a negation, up to the next punctuati
 word of its own: "never reveal" is not "reveal"), each kind of feature a unit vector, and
 scores it with an L2 logistic regression trained on the tuning sets (``tests/screening``:
 dev, test and probes, never the hold-out). The threshold was picked by grouped
-cross-validation so that at most 1% of each file's honest items were refused.
+cross-validation so that at most 0.5% of each file's honest items were refused.
 
 The weights ship as package data (``screen_model.npz``), rebuilt by
 ``python -m mas.screen_model --train`` (deterministic; ``mas.screen_train``). They are read
