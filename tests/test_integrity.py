@@ -603,6 +603,25 @@ def test_an_interrupted_run_exits_cleanly_and_says_how_to_resume(signum, code, t
     assert resumed.returncode == 0, resumed.stderr
 
 
+def test_a_ctrl_c_outside_the_event_loop_says_so_and_exits_130(tmp_path):
+    """typer catches a Ctrl-C that falls outside ``interrupt.run`` (a command's set-up, a
+    report, a graph export) and returns 130 instead of raising: it must still end as one."""
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([Version(library="solver", number=1, lessons=[Lesson(id="solver/0001", text="Check units.")], next_id=2)])
+    code = (
+        "import mas.cli.library as l\n"
+        "def stop(*a, **k): raise KeyboardInterrupt\n"
+        "l.print_lessons = stop\n"
+        "from mas.cli.main import main; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "library", "show", str(store.path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == ["interrupted (SIGINT); nothing to resume: run the command again"]
+
+
 @pytest.fixture(scope="module")
 def evidence(tmp_path_factory) -> Path:
     """A library with randomized evidence that a solver lesson helps two roles, so a

@@ -144,7 +144,7 @@ def main() -> None:
 
 def _run() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except UserError as exc:
         _say(f"error: {exc}")
         sys.exit(2)
@@ -163,6 +163,12 @@ def _run() -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         _say(f"error: {where}{exc.strerror or exc}")
         sys.exit(2)
+    # Outside standalone mode typer returns what ends a command instead of raising it: an exit
+    # code, 130 for a Ctrl-C it caught itself (one outside ``interrupt.run``'s event loop).
+    if code == 130:
+        _say(f"interrupted (SIGINT); {NOTHING_TO_RESUME}")
+    if isinstance(code, int) and not isinstance(code, bool):
+        sys.exit(code)
 
 
 if __name__ == "__main__":
