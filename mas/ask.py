@@ -54,7 +54,7 @@ async def ask(
             return schema.model_validate(data)
         except ValidationError as exc:  # a note past its length (a rambling model) is cut;
             return schema.model_validate(_clipped(data, exc))  # lesson texts are never cut: see edits.py
-    except (ValidationError, ValueError) as exc:
+    except (ValidationError, ValueError, RecursionError) as exc:
         meter.fail(stage, "reply not valid for its schema")
         first = str(exc).splitlines()[0]
         raise ModelReplyError(f"{stage}: reply does not match {schema.__name__}: {first}", raw) from None

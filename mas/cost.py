@@ -32,7 +32,15 @@ def price_for(model: str, table: Path | None = None) -> Price:
         pairs = {name: Price(prompt=p, completion=c) for name, (p, c) in entries.items()}
     except FileNotFoundError:
         raise UserError(f"{source}: no such price file") from None
-    except (tomllib.TOMLDecodeError, AttributeError, KeyError, TypeError, ValueError, ValidationError) as exc:
+    except (
+        tomllib.TOMLDecodeError,
+        AttributeError,
+        KeyError,
+        TypeError,
+        ValueError,
+        ValidationError,
+        RecursionError,
+    ) as exc:
         raise UserError(f'{source}: expected [prices] with "model" = [prompt, completion] ({exc})') from None
     return pairs.get(model.split(":")[0] if model.startswith("fake") else model, Price(known=False))
 

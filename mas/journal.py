@@ -197,7 +197,10 @@ def _record(raw: bytes) -> dict:
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError:  # orjson is strict: NaN and Infinity, which json writes, are not JSON to it
-        record = json.loads(raw)
+        try:
+            record = json.loads(raw)
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
     if type(record) is not dict or len(record.keys() & _FIELDS) != 3:
         raise ValueError("expected an object with kind, key and data")
     if type(record["kind"]) is not str or type(record["key"]) is not str:

@@ -270,7 +270,7 @@ def _first(candidates: Iterable[Path]) -> Path | None:
 def _toml(path: Path) -> dict:
     try:
         return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise UserError(f"{path}: not valid TOML ({exc})") from None
 
 

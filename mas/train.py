@@ -406,7 +406,7 @@ def _read_settings(run_dir: Path) -> dict | None:
         return None
     try:
         before = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, RecursionError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
         raise UserError(f"{path}: not readable as a run's settings ({reason}); use a new --run-dir") from None
     if not isinstance(before, dict):

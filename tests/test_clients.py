@@ -62,7 +62,9 @@ def test_grammar_safe_drops_string_lengths_only():
         ('{"answer": "42"}', "ANSWER: 42"),
         ('{"name": "rm", "arguments": {}}', '{"name": "rm", "arguments": {}}'),
         ("just prose", "just prose"),
+        ('{"answer": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"answer": ' + "[" * 100_000 + "]" * 100_000 + "}"),
     ],
+    ids=["call", "padded call", "call in prose", "answer", "unknown tool", "prose", "nested too deeply"],
 )
 def test_parse_action(reply, expected):
     parsed = parse_action(result(reply), [CALC]).content

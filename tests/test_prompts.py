@@ -53,6 +53,13 @@ async def ask_edit(client, meter=None):
     return await ask(client, "edit", EditBatch, meter=meter or Meter(), seed=0, temperature=0, max_tokens=50, **VALUES)
 
 
+async def test_a_reply_nested_past_the_recursion_limit_is_counted_and_skipped():
+    meter = Meter()
+    with pytest.raises(ModelReplyError):
+        await ask_edit(Scripted('{"operations": ' + "[" * 100_000 + "]" * 100_000 + "}"), meter)
+    assert meter.stages["edit"].failures == 1
+
+
 async def test_ask_counts_and_keeps_the_raw_reply():
     meter = Meter()
     with pytest.raises(ModelReplyError) as caught:

@@ -207,7 +207,7 @@ def _key(raw: bytes) -> StepKey | None:
             return StepKey(json.loads(found[1]), int(found[2]), int(found[3]))
         line = json.loads(raw)
         return StepKey(line["run"], line["epoch"], line["step"]) if isinstance(line, dict) else None
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, RecursionError):
         return None
 
 

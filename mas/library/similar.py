@@ -157,7 +157,7 @@ class Judge:
             try:
                 record = json.loads(line)
                 yield record["key"], Equivalence.model_validate(record["verdict"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue  # a torn or damaged line: that pair is judged again
 
     def _append(self, key: str, a: str, b: str, verdict: Equivalence) -> None:

@@ -60,7 +60,7 @@ def _parse(path: Path, text: str) -> dict:
         raise _corrupt(path, "empty file")
     try:
         data = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past json's depth
         raise _corrupt(path, str(e)) from None
     ok = isinstance(data, dict) and all(
         isinstance(table, dict) and all(str(k).isdigit() and isinstance(d, dict) for k, d in table.items())

@@ -80,11 +80,15 @@ def read_document(path: Path, flag: str) -> dict:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1}" if mark else ""
             raise UserError(f"{where}: not valid YAML{at} ({getattr(exc, 'problem', None) or 'syntax'})") from None
+        except RecursionError:
+            raise UserError(f"{where}: not valid YAML (nested too deeply)") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{where}: not valid JSON at line {exc.lineno} ({exc.msg})") from None
+        except RecursionError:
+            raise UserError(f"{where}: not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected an object with 'provider' and 'config' (what dump_component() writes)")
     return data

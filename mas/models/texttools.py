@@ -85,7 +85,7 @@ def parse_action(result: CreateResult, schemas: list[ToolSchema]) -> CreateResul
         return result
     text = result.content.strip()
     data = None
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, RecursionError):
         data = json.loads(text[text.find("{") : text.rfind("}") + 1])
     if isinstance(data, dict) and data.get("name") in {s["name"] for s in schemas}:
         arguments = data.get("arguments") if isinstance(data.get("arguments"), dict) else {}
@@ -112,6 +112,6 @@ def _written_call(text: str, schemas: list[ToolSchema]) -> FunctionCall | None:
 
 
 def _loads(arguments: str) -> object:
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, RecursionError):
         return json.loads(arguments)
     return arguments

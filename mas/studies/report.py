@@ -103,7 +103,7 @@ def _load(path: Path) -> Run:
             if kind == "rollout"
         ]
         library, config = Path(settings["library"]), dict(settings["config"])
-    except (ValueError, KeyError, TypeError, IndexError, ValidationError, OSError):
+    except (ValueError, KeyError, TypeError, IndexError, ValidationError, OSError, RecursionError):
         raise UserError(f"{path}: not a readable training run (bad run.json or journal.jsonl)") from None
     libraries, note = None, f"library file {library} is missing"
     if library.is_file():
