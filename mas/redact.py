@@ -7,6 +7,7 @@ graph exports, error messages. It cuts out
 - the keys of the run (``remember``; ``OPENAI_API_KEY`` always) in any case, with up to three
   separators between their characters (``S K - M A S ...``), any 16 of their letters and
   digits in a row, reversed, and their base64 (at any alignment, both alphabets) and hex;
+  one of 4 to 7 characters (a URL's password) only where it stands whole, in its own case;
 - ``Bearer ...`` and ``Basic ...`` credentials, ``user:pass@`` in a URL, ``api_key=...``
   style assignments, and the keys of the usual providers (``sk-...``, ``ghp_...``, ...).
 
@@ -32,6 +33,9 @@ from typing import Any
 MASK = "[redacted]"
 PIECE = 16
 """Letters and digits of a known key in a row that are cut out wherever they appear."""
+SHORT = 8
+"""A secret shorter than this (a URL's password, say) is cut only where it stands whole, in
+its own case: its spaced, reversed and encoded forms would match ordinary words."""
 _SEP = r"[\W_]{0,3}"
 """What may stand between two characters of a key in an echo that spaces or splits it."""
 
@@ -81,7 +85,7 @@ _clean_for: tuple[str, ...] = ()
 
 def remember(secret: str | None) -> None:
     """Cut ``secret`` (an API key, a password) out of everything written from now on."""
-    if secret and len(secret.strip()) >= 8:
+    if secret and len(secret.strip()) >= 4:
         _known.add(secret.strip())
 
 
@@ -155,7 +159,7 @@ def _random_looking(run: str) -> bool:
 
 
 def _secrets(extra: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(sorted({*known(), *(s for s in extra if len(s) >= 8)}))
+    return tuple(sorted({*known(), *(s for s in extra if len(s) >= 4)}))
 
 
 def _redact(text: str, forms: tuple[re.Pattern, list[bytes]] | None) -> str:
@@ -202,6 +206,10 @@ def _forms(secrets: tuple[str, ...]) -> tuple[re.Pattern, list[bytes]] | None:
     forms: list[str] = []
     pieces: set[bytes] = set()
     for secret in secrets:
+        if len(secret) < SHORT:
+            forms.append(rf"(?<![A-Za-z0-9])(?-i:{re.escape(secret)})(?![A-Za-z0-9])")
+            pieces.add(secret.lower().encode("ascii", "ignore").translate(None, _NOT_ALNUM))
+            continue
         chars = [c for c in secret if c.isalnum()]
         forms += [re.escape(secret), _SEP.join(map(re.escape, chars))]
         forms += [_SEP.join(map(re.escape, chars[i : i + PIECE])) for i in range(len(chars) - PIECE + 1)]

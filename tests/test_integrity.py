@@ -485,6 +485,27 @@ def test_graph_export_never_replaces_a_file_of_the_library(target, lib, tmp_path
     refused(["graph", "export", lib, "--output", output], "--output", tmp_path, capsys, monkeypatch)
 
 
+@pytest.mark.parametrize("other", ["another library", "a notes file", "a journal named g.html.jsonl"])
+def test_graph_export_never_replaces_a_file_that_is_no_graph(other, lib, tmp_path, capsys, monkeypatch):
+    """Not another library (even one whose run lock a training run holds), nor any file but an
+    earlier graph; an earlier graph is replaced."""
+    target = {
+        "another library": "other.json",
+        "a notes file": "notes.txt",
+        "a journal named g.html.jsonl": "g.html.jsonl",
+    }[other]
+    output = tmp_path / target
+    if other == "another library":
+        LibraryStore(output).commit(lesson_versions("Plan before searching.", library="planner"))
+    else:
+        output.write_text("mine\n")
+    refused(["graph", "export", lib, "--output", output], "--output", tmp_path, capsys, monkeypatch)
+    earlier = tmp_path / "g.html"
+    earlier.write_text("<html>old</html>")
+    code, _, err = cli("graph", "export", lib, "--output", earlier, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and "Usage graph" in earlier.read_text(), err
+
+
 @pytest.mark.parametrize("output", ["folder", "missing/g.html"])
 def test_graph_export_to_a_folder_or_nowhere_gets_one_line(output, lib, tmp_path, capsys, monkeypatch):
     (tmp_path / "folder").mkdir()
@@ -582,6 +603,61 @@ def test_all_stopword_lessons_do_not_crash_eval(tmp_path, capsys, monkeypatch):
     assert code == 0, err
 
 
+def test_all_stopword_lessons_do_not_crash_train(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "lib.json"
+    LibraryStore(path).commit(lesson_versions("the and of it is", "to be or not to be"))
+    args = ["train", "maths", "--model", "fake", "--tasks", "2", "--library", path, "--run-dir", tmp_path / "run"]
+    code, _, err = cli(*args, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "run" / "journal.jsonl").stat().st_size > 0
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Nested past any parser's recursion limit."""
+
+
+@pytest.mark.parametrize(
+    "where", ["library file", "library backup", "run.json", "journal line", "model config", "model config yaml",
+              "scenario.toml", "role file", "usage log line"]
+)  # fmt: skip
+def test_input_nested_past_the_recursion_limit_gets_one_line(where, tmp_path, capsys, monkeypatch):
+    lib, run = tmp_path / "lib.json", tmp_path / "run"
+    train = ["train", "maths", "--model", "fake", "--tasks", "2", "--library", lib, "--run-dir", run]
+    if where in ("run.json", "journal line", "usage log line"):
+        assert cli(*train, capsys=capsys, monkeypatch=monkeypatch)[0] == 0
+    if where == "library file":
+        lib.write_text('{"versions": {"1": ' + DEEP + "}}")
+        args, message = ["library", "show", lib], "not a valid library file"
+    elif where == "library backup":
+        LibraryStore(lib).commit(lesson_versions("Check the units."))  # (its lock files too)
+        lib.write_text("{torn")
+        Path(f"{lib}.bak").write_text(DEEP)
+        args, message = ["library", "recover", lib], ".bak"
+    elif where == "run.json":
+        (run / "run.json").write_text(DEEP)
+        args, message = train, "run.json"
+    elif where == "journal line":
+        journal = run / "journal.jsonl"
+        lines = journal.read_text().splitlines()
+        lines[1] = '{"kind": "rollout", "key": "k", "data": ' + DEEP + "}"
+        journal.write_text("\n".join(lines) + "\n")
+        args, message = train, "journal.jsonl:2"
+    elif where == "usage log line":
+        usage = tmp_path / "lib.usage.jsonl"
+        usage.write_text(DEEP + "\n" + usage.read_text() if usage.exists() else DEEP + "\n" + usage_line(0) + "\n")
+        args, message = ["graph", "export", lib, "--output", tmp_path / "g.html"], "usage"
+    elif where.startswith("model config"):
+        config = tmp_path / ("model.yaml" if where.endswith("yaml") else "model.json")
+        config.write_text(DEEP)
+        args, message = ["train", "maths", "--model-config", config, "--library", lib], "--model-config"
+    else:
+        folder = scenario_folder(tmp_path, "What is 1 + 1?")
+        name = "scenario.toml" if where == "scenario.toml" else "roles/solver.toml"
+        (folder / name).write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+        args, message = ["train", folder, "--model", "fake", "--library", lib], name.split("/")[-1]
+    refused(args, message, tmp_path, capsys, monkeypatch)
+
+
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_run_exits_cleanly_and_says_how_to_resume(signum, code, tmp_path):
     run = tmp_path / "run"
@@ -607,7 +683,9 @@ def test_a_ctrl_c_outside_the_event_loop_says_so_and_exits_130(tmp_path):
     """typer catches a Ctrl-C that falls outside ``interrupt.run`` (a command's set-up, a
     report, a graph export) and returns 130 instead of raising: it must still end as one."""
     store = LibraryStore(tmp_path / "lib.json")
-    store.commit([Version(library="solver", number=1, lessons=[Lesson(id="solver/0001", text="Check units.")], next_id=2)])
+    store.commit(
+        [Version(library="solver", number=1, lessons=[Lesson(id="solver/0001", text="Check units.")], next_id=2)]
+    )
     code = (
         "import mas.cli.library as l\n"
         "def stop(*a, **k): raise KeyboardInterrupt\n"
@@ -768,6 +846,22 @@ def test_a_lesson_holding_a_secret_is_refused(echo, monkeypatch):
     assert [op.text for op in kept["solver"]] == ["Check the units before answering."] and len(refused_) == 1
     edits, caught = stages.screened_edits("solver", [Add(op="add", text=text)], [], [])
     assert not edits and len(caught) == 1
+
+
+def test_a_short_url_password_is_cut_where_it_stands_whole(monkeypatch):
+    """A URL's password of 7 characters echoed alone (a model repeating it, an error naming it)
+    is cut; the same letters inside a longer word, or in another case, are not it."""
+    from mas import redact
+    from mas.models.clients import secrets_of
+    from mas.models.endpoint import Adapted
+
+    monkeypatch.setattr(redact, "_known", set())
+    url = "http://bob:pw12345@10.0.0.1:8000/v1"
+    Adapted(None, schema_in_format=False, text_tools=False, name="m", secrets=secrets_of(None, url))
+    assert redact.redact("the password is pw12345.") == "the password is [redacted]."
+    assert redact.redact_data({"args": ["pw12345"]}) == {"args": ["[redacted]"]}
+    assert redact.redact("pw123456 and PW12345 and xpw12345 stay") == "pw123456 and PW12345 and xpw12345 stay"
+    assert redact.secret_in("Log in with pw12345 first.")
 
 
 def test_a_random_looking_key_nobody_announced_is_refused_and_words_are_not():

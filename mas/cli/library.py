@@ -271,7 +271,7 @@ def graph_export(
 
     store = store_of(which)
     side = SideFiles(store.path)
-    target = side.graph(format) if output is None else _output(output, side)
+    target = side.graph(format) if output is None else _output(output, side, format)
     with store.exclusive():
         graph = usage_graph.build(
             hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
@@ -291,9 +291,13 @@ def graph_export(
     say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
 
-def _output(output: Path, side: SideFiles) -> Path:
-    """An output path that replaces no file of the library (through symlinks too) and that
-    names a file in an existing folder."""
+_GRAPH_FILES = {"html": (".html", ".htm"), "graphml": (".graphml", ".xml")}
+
+
+def _output(output: Path, side: SideFiles, format: str) -> Path:
+    """An output path that replaces no file of the library (through symlinks too), nor any
+    file but an earlier graph (another library, a journal), and that names a file in an
+    existing folder."""
     try:
         target = output.resolve()
     except (RuntimeError, OSError) as e:
@@ -304,6 +308,9 @@ def _output(output: Path, side: SideFiles) -> Path:
         raise UserError(f"--output {output}: a folder; name a file")
     if not target.parent.is_dir():
         raise UserError(f"--output {output}: no folder {target.parent}")
+    if target.exists() and target.suffix.lower() not in _GRAPH_FILES[format]:
+        kinds = " or ".join(_GRAPH_FILES[format])
+        raise UserError(f"--output {output}: exists and is no {kinds} file; choose another path or remove it")
     return target
 
 
