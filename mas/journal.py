@@ -84,6 +84,7 @@ class Journal:
                         kind, key = record["kind"], record["key"]
                     except ValueError as e:
                         bad = (number, e)
+                        whole_line = raw.endswith(b"\n")
                         continue
                 if kind == "step":  # ``_note``, inlined (it runs per record)
                     reports[key] = record["data"]
@@ -92,6 +93,8 @@ class Journal:
                     pending.append((kind, key, offset))
                 offset += length
                 whole = offset
+        if bad is not None and whole_line:  # a crash cuts a line before its newline: this is damage
+            raise _corrupt(self.path, *bad)
         for kind, key, at in pending:
             self.index[(kind, key)] = at
             self._pending.append((kind, key))

@@ -237,6 +237,20 @@ def test_a_corrupt_journal_line_in_the_middle_keeps_every_record_after_it(bad, t
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("bad", ["{torn", '{"kind": "summary"}', "\xff\xfe"])
+def test_a_whole_bad_last_journal_line_is_named_not_dropped(bad, tmp_path):
+    """A crash cuts a line before its newline; a bad line that has its newline is damage."""
+    from mas.errors import UserError
+    from mas.journal import Journal
+
+    path = tmp_path / "journal.jsonl"
+    path.write_text("\n".join([*journal_lines(28), bad]) + "\n", encoding="utf-8", errors="surrogateescape")
+    before = path.read_bytes()
+    with pytest.raises(UserError, match=r"journal\.jsonl:29: "):
+        Journal(path)
+    assert path.read_bytes() == before
+
+
 def test_only_a_torn_last_journal_line_is_dropped(tmp_path):
     from mas.journal import Journal
 
