@@ -315,7 +315,10 @@ class World:
         return total / len(tasks)
 
     def best(self, tasks: list[Task]) -> float:
-        lessons = {
+        return self._mean(tasks, self._best_lessons())
+
+    def _best_lessons(self) -> dict[str, list[str]]:
+        return {
             r: [
                 p.texts[0]
                 for p in PLANTED
@@ -323,7 +326,24 @@ class World:
             ]
             for r in ROLES
         }
+
+    def _mean(self, tasks: list[Task], lessons: dict[str, list[str]]) -> float:
         return sum(self.success(t.question, lessons) for t in tasks) / len(tasks)
+
+    def cross_role_effects(self, tasks: list[Task]) -> tuple[float, float]:
+        """The true effect of a planted cross-role lesson on one of its roles, averaged over
+        them: alone (against no library), and in the best library (against that library
+        without it), where the ceiling leaves it next to nothing to add."""
+        lessons = self._best_lessons()
+        best, nothing = self._mean(tasks, lessons), self._mean(tasks, {})
+        alone, within = [], []
+        for p in PLANTED:
+            for role in (r for r, v in p.effect.items() if v > 0 and p.key in CROSS_ROLE):
+                only = {r: [p.texts[0]] if r == role else [] for r in ROLES}
+                alone.append(self._mean(tasks, only) - nothing)
+                less = {r: [x for x in texts if not (r == role and x == p.texts[0])] for r, texts in lessons.items()}
+                within.append(best - self._mean(tasks, less))
+        return sum(alone) / len(alone), sum(within) / len(within)
 
 
 def _norm(text: str) -> str:
@@ -500,6 +520,12 @@ def main() -> int:
         ("false promotions in <= 5% of null seeds", mine["null"] <= 0.05),
         ("harmful lesson gone within 2 epochs", mine["harmful"] <= 2),
     ]
+    world = World(0)
+    alone, within = world.cross_role_effects(scenario(world, 200, seed=10_000, prefix="h").tasks)
+    print(
+        f"true effect of a planted cross-role lesson on one of its roles: {alone:+.3f} alone,"
+        f" {within:+.4f} in the best library (the ceiling)"
+    )
     for goal, ok in goals:
         print(f"{'PASS' if ok else 'FAIL'}  {goal}")
     print(f"({time.perf_counter() - started:.0f} s)")
