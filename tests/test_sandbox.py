@@ -483,6 +483,21 @@ def test_a_scenario_that_needs_the_tool_is_refused_at_load_before_anything_is_wr
     load_scenario("maths")  # a scenario without the python tool never needs bubblewrap
 
 
+@pytest.mark.parametrize("value", ["false", "no", "off", "0", " FALSE "])
+def test_an_opt_out_that_says_no_keeps_the_isolation(value, no_bwrap, monkeypatch):
+    monkeypatch.setenv(isolation.UNSAFE_ENV, value)
+    with pytest.raises(UserError, match="apt-get install bubblewrap"):
+        isolation.require()
+
+
+def test_an_opt_out_that_says_neither_is_refused_in_one_line(no_bwrap, tmp_path, home, capsys, monkeypatch):
+    monkeypatch.setenv(isolation.UNSAFE_ENV, "maybe")
+    code, err = mas_cli(["train", str(coder_scenario(tmp_path / "coding")), "--model", "fake"], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and f"{isolation.UNSAFE_ENV}='maybe': expected 1" in lines[0], err
+    assert not list(home.rglob("*"))
+
+
 def test_the_opt_in_restores_the_plain_subprocess_and_says_so_once(no_bwrap, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(isolation, "_warned", False)
     folder = coder_scenario(tmp_path / "coding")

@@ -80,8 +80,14 @@ while True:
 
 
 def unsafe() -> bool:
-    """Has the user opted out of isolation?"""
-    return os.environ.get(UNSAFE_ENV, "") not in ("", "0")
+    """Has the user opted out of isolation? Only a plain yes counts: ``false`` must not mean
+    the opposite, and a value that is neither is refused."""
+    value = os.environ.get(UNSAFE_ENV, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise UserError(f"{UNSAFE_ENV}={value!r}: expected 1 (run the python tool without isolation) or 0")
 
 
 _warned = False
