@@ -10,6 +10,7 @@ the shipped ones (``mas.paths``).
 from __future__ import annotations
 
 import hashlib
+import string
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Literal
 
 from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import ChatCompletionClient
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from mas import paths
 from mas.datasets import Fields, load_jsonl
@@ -56,17 +57,57 @@ class Role(Frozen):
     """After its tool calls, one more model call writes the turn's message; when false the
     message is ``tool_summary`` filled with each call's result."""
     tool_summary: str = "{result}"
+    """Filled by autogen with ``{tool_name}``, ``{arguments}``, ``{result}`` and ``{is_error}``."""
     tool_docs: dict[str, str] = {}
     """What each tool does, for tools that are not mas's own (an autogen team file's)."""
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct(cls, tools: list[str]) -> list[str]:
+        return _unique(tools, "tool")
+
+    @field_validator("tool_summary")
+    @classmethod
+    def _fields(cls, text: str) -> str:
+        """Only autogen's four fields, by plain name: a format string reaches attributes
+        (``{result.__class__}``), and an unknown field fails every rollout."""
+        known = ", ".join(SUMMARY_FIELDS)
+        try:
+            names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+        except ValueError as exc:
+            raise ValueError(f"not a format string ({exc})") from None
+        unknown = [n for n in names if n not in SUMMARY_FIELDS]
+        if unknown:
+            raise ValueError(f"unknown field {{{unknown[0]}}} (known: {known})")
+        try:
+            text.format(**dict.fromkeys(SUMMARY_FIELDS, ""))
+        except ValueError as exc:  # a bad conversion or format spec
+            raise ValueError(f"not a format string of {known} ({exc})") from None
+        return text
+
+
+SUMMARY_FIELDS = ("tool_name", "arguments", "result", "is_error")
+
+
+def _unique(names: list[str], what: str) -> list[str]:
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"{what} {repeated!r} is named twice")
+    return names
 
 
 class ScenarioFile(Frozen):
     name: str
     description: str = ""
-    roles: list[str]
+    roles: list[str] = Field(min_length=1)
     tasks: str
     test_tasks: str | None = None
     reward: str
+
+    @field_validator("roles")
+    @classmethod
+    def _distinct(cls, roles: list[str]) -> list[str]:
+        return _unique(roles, "role")
 
 
 TeamFactory = Callable[[dict[str, str], ChatCompletionClient, Task], BaseGroupChat]
@@ -269,7 +310,9 @@ def _first(candidates: Iterable[Path]) -> Path | None:
 
 def _toml(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         raise UserError(f"{path}: not valid TOML ({exc})") from None
 

@@ -291,6 +291,32 @@ def scenario_folder(tmp_path: Path, question: str, prompt: str = "You are the so
     return folder
 
 
+SCENARIO_FAULTS = {  # what a hand edit did to a scenario folder -> what the one line says
+    "a Windows-1252 byte in scenario.toml": ("scenario.toml", b'description = "caf\xe9"\n', "not UTF-8"),
+    "a Windows-1252 byte in a role file": ("roles/solver.toml", b'tool_summary = "caf\xe9"\n', "not UTF-8"),
+    "no roles": ("scenario.toml", "roles = []", "field 'roles'"),
+    "a role named twice": ("scenario.toml", 'roles = ["solver", "solver"]', "named twice"),
+    "a tool named twice": ("roles/solver.toml", 'tools = ["calculator", "calculator"]', "named twice"),
+    "an unknown field in tool_summary": ("roles/solver.toml", 'tool_summary = "{nope}"', "unknown field {nope}"),
+    "an attribute in tool_summary": ("roles/solver.toml", 'tool_summary = "{result.__class__}"', "unknown field"),
+}
+
+
+@pytest.mark.parametrize("fault", SCENARIO_FAULTS)
+def test_a_scenario_folder_a_hand_broke_gets_one_line_before_anything_is_written(fault, tmp_path, capsys, monkeypatch):
+    folder = scenario_folder(tmp_path, "What is 1 + 1?")
+    name, change, message = SCENARIO_FAULTS[fault]
+    path = folder / name
+    if isinstance(change, bytes):
+        path.write_bytes(path.read_bytes() + change)
+    else:  # replace the line of that key, or add it
+        key = change.split(" =")[0]
+        lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key} ")]
+        path.write_text("\n".join([*lines, change]) + "\n")
+    args = ["train", folder, "--model", "fake", "--library", tmp_path / "lib.json", "--run-dir", tmp_path / "run"]
+    assert name.split("/")[-1] in refused(args, message, tmp_path, capsys, monkeypatch)
+
+
 @pytest.mark.parametrize("change", ["tasks.jsonl", "scenario role prompt"])
 def test_a_resume_with_other_tasks_or_prompts_is_refused(change, tmp_path, capsys, monkeypatch):
     folder = scenario_folder(tmp_path, "What is 1 + 1?")
