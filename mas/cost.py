@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from mas.errors import UserError
+from mas.paths import regular_file
 from mas.types import Frozen, StageCount
 
 
@@ -26,7 +27,7 @@ class Price(Frozen):
 def price_for(model: str, table: Path | None = None) -> Price:
     """The price of ``model`` (a --model spec; ``fake:0.1`` counts as ``fake``) from ``table``
     or the shipped example table."""
-    source = table or files("mas") / "prices.toml"
+    source = regular_file(table) if table else files("mas") / "prices.toml"
     try:
         entries = tomllib.loads(source.read_text())["prices"]
         pairs = {name: Price(prompt=p, completion=c) for name, (p, c) in entries.items()}

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from mas.errors import UserError
+from mas.paths import regular_file
 from mas.redact import redact_data
 
 
@@ -54,7 +55,7 @@ class Journal:
         """Index every record line (one tight loop: a resume reads the whole journal, and this
         is most of its time), then cut a last line left half written by a crash."""
         try:
-            f = self.path.open("rb")
+            f = regular_file(self.path).open("rb")
         except OSError as e:
             raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
         reports, loads = self._reports, orjson.loads

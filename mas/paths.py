@@ -80,6 +80,14 @@ def report_dir() -> Path:
     return home() / "report"
 
 
+def regular_file(path: Path) -> Path:
+    """``path``, when it is a regular file (through links); a ``UserError`` when it is a
+    folder, a FIFO or a device, which reading would take for a file or wait on for ever."""
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file")
+    return path
+
+
 def atomic_write(path: Path, text: str | bytes) -> None:
     """Write via a synced temp file and a rename: a crash leaves the old or new file. A file
     that cannot be written (read-only, disk full, a folder in the way) is a ``UserError``."""

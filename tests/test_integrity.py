@@ -376,6 +376,37 @@ PATHS = [  # (arguments with {x} for the path made, kind, message)
 ]
 
 
+FIFOS = {  # a named pipe where mas reads a file: reading it would wait for a writer for ever
+    "the library file": ("lib.json", ["train", "maths", "--model", "fake", "--tasks", "2", "--library", "{lib}"]),
+    "the usage log": ("lib.usage.jsonl", ["promote", "{lib}", "--dry-run"]),
+    "the equivalence log": ("lib.equivalence.jsonl", ["promote", "{lib}", "--dry-run"]),
+    "the price table": ("prices.toml", ["eval", "maths", "--model", "fake", "--tasks", "1", "--prices", "{x}"]),
+    "the journal": ("run/journal.jsonl", ["train", "maths", "--model", "fake", "--tasks", "2", "--library", "{lib}",
+                                          "--run-dir", "{x}/.."]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("where", FIFOS)
+def test_a_fifo_where_a_file_is_read_gets_one_line_not_a_hang(where, lib, tmp_path):
+    name, args = FIFOS[where]
+    fifo = tmp_path / name
+    if where == "the journal":
+        fifo.parent.mkdir()
+        (fifo.parent / "run.json").write_text("{}")
+    if fifo.exists():
+        fifo.unlink()
+    os.mkfifo(fifo)
+    done = mas(*(a.format(lib=lib, x=fifo) for a in args))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and name.split("/")[-1] in lines[0], done.stderr
+
+
+def test_an_equivalence_log_line_that_is_not_utf8_is_judged_again(lib, tmp_path, capsys, monkeypatch):
+    (tmp_path / "lib.equivalence.jsonl").write_bytes(b'{"key": "caf\xe9"}\n')
+    code, _, err = cli("promote", lib, "--dry-run", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("args, kind, message", PATHS, ids=[f"{a[0]} {a[-1]} {k}" for a, k, _ in PATHS])
 def test_a_bad_path_gets_one_line(args, kind, message, tmp_path, capsys, monkeypatch):
     run = tmp_path / "arun"

@@ -35,7 +35,7 @@ from typing import Generic, NamedTuple, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mas.errors import UserError
-from mas.paths import atomic_write
+from mas.paths import atomic_write, regular_file
 from mas.redact import redact, redact_data
 from mas.types import PromotionMove, QuarantineItem, RefusedEdit, UsageEvent
 
@@ -139,7 +139,7 @@ class StepLog(Generic[Item]):
         """Each non-blank line with its number, and whether it is the last one; read as a
         stream (one line ahead), so that a reader holds one step's line however long the log."""
         try:
-            f = self.path.open("rb")
+            f = regular_file(self.path).open("rb")
         except FileNotFoundError:
             return
         except OSError as e:

@@ -28,6 +28,7 @@ from mas.config import seed_of
 from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import text_problem
 from mas.meter import Meter
+from mas.paths import regular_file
 from mas.types import Equivalence, Lesson
 
 _WORD = re.compile(r"[a-z0-9']+")
@@ -153,12 +154,12 @@ class Judge:
     def _read(self) -> Iterable[tuple[str, Equivalence]]:
         if not self.path.exists():
             return
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
+        for line in regular_file(self.path).read_bytes().splitlines():
+            try:  # (a line that is not UTF-8 is a ValueError too)
                 record = json.loads(line)
                 yield record["key"], Equivalence.model_validate(record["verdict"])
             except (ValueError, KeyError, TypeError, RecursionError):
-                continue  # a torn or damaged line: that pair is judged again
+                continue  # a torn or damaged line: that pair is judged again (the log is a cache)
 
     def _append(self, key: str, a: str, b: str, verdict: Equivalence) -> None:
         line = {"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")}

@@ -24,7 +24,7 @@ from tinydb.storages import Storage
 
 from mas.errors import UserError
 from mas.library.logs import SideFiles
-from mas.paths import atomic_write
+from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
 from mas.types import GLOBAL, SCHEMA_VERSION, Budget, Version
 
@@ -175,7 +175,7 @@ class AtomicJSONStorage(Storage):
 def _read_text(path: Path) -> str | None:
     """A library file's text; None when it is missing."""
     try:
-        return path.read_text(encoding="utf-8")
+        return regular_file(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError as e:
