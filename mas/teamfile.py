@@ -28,6 +28,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -288,6 +289,8 @@ def _checked(fn: Reward, spec: str) -> Reward:
             raise UserError(f"--reward {spec!r} raised {type(exc).__name__}: {exc}") from None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise UserError(f"--reward {spec!r} returned {type(value).__name__}, expected a number")
+        if not math.isfinite(value):
+            raise UserError(f"--reward {spec!r} returned {value}, expected a finite number")
         return float(value)
 
     return reward

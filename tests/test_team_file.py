@@ -298,6 +298,11 @@ def test_a_reward_function_of_your_own_gets_the_final_message(tmp_path):
     bad = load_team(team, tasks=tasks, reward=f"{tmp_path / 'bad_reward.py'}:score")
     with pytest.raises(UserError, match="returned str, expected a number"):
         bad.reward(Task(id="1", question="q", answer="5"), "5")
+    for value in ("float('nan')", "float('inf')", "-1e999"):
+        (tmp_path / "odd_reward.py").write_text(f"def score(task, answer):\n    return {value}\n")
+        odd = load_team(team, tasks=tasks, reward=f"{tmp_path / 'odd_reward.py'}:score")
+        with pytest.raises(UserError, match="expected a finite number"):
+            odd.reward(Task(id="1", question="q", answer="5"), "5")
 
 
 def test_a_bare_task_file_says_which_team_it_got(tmp_path, capsys, monkeypatch):
