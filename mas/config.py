@@ -70,7 +70,7 @@ class RolloutConfig(BaseModel):
     rollout_timeout: float = Field(300.0, gt=0)
     """Seconds of the team's own work (time queued for a call slot does not count) before a
     rollout is cancelled; it then leaves its group's statistics."""
-    concurrency: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1, le=10_000)
     """Model calls in flight at once, across rollouts and learning calls; unset, as many as the
     endpoint takes: the number grows while latency holds and backs off on 429 and on rising
     latency (``mas.models.limiter``). Set by hand, about twice the endpoint's own slots: the
@@ -102,7 +102,7 @@ class TrainConfig(RolloutConfig):
     file, so the old lessons stay in its history (``mas library rollback`` brings them back)."""
 
     # -- rollouts
-    group_size: int = Field(5, ge=1)
+    group_size: int = Field(5, ge=1, le=1000)
     """G: team rollouts per task (the paper uses 5 for maths, 3 for web search)."""
     budget_usd: float | None = Field(None, gt=0)
     """Stop cleanly after the step that brings the run's cost to this many dollars."""
@@ -128,7 +128,7 @@ class TrainConfig(RolloutConfig):
 
 
 class EvalConfig(RolloutConfig):
-    k: int = Field(1, ge=1)
+    k: int = Field(1, ge=1, le=1000)
     """Rollouts per task; Mean@k averages them."""
 
 

@@ -480,9 +480,17 @@ def test_a_task_file_with_an_odd_name_trains_into_libraries(stem, tmp_path, caps
         (["train", "maths", "--model", "fake", "--budget-usd", "-1"], "--budget-usd"),
         (["library", "rollback", "{lib}", "solver", "9" * 5000], "'VERSION'"),
         (["library", "diff", "{lib}", "solver", "--", "-1"], "no version -1"),
+        (["eval", "maths", "--model", "fake", "--no-library", "--k", "1" + "0" * 20], "--k"),
+        (["train", "maths", "--model", "fake", "--group-size", "1" + "0" * 20], "--group-size"),
+        (["train", "maths", "--model", "fake", "--concurrency", "1" + "0" * 20], "--concurrency"),
+        (["eval", "maths", "--model", "fake:inf", "--no-library"], "fake:inf"),
+        (["eval", "maths", "--model", "fake:1e300", "--no-library"], "fake:1e300"),
+        (["eval", "maths", "--model", "fake:nan", "--no-library"], "fake:nan"),
+        (["library", "export", "{lib}", "--format", "prompt", "--role", "nobody"], "--role 'nobody'"),
+        (["library", "export", "{lib}", "--role", "nobody"], "--role 'nobody'"),
     ],
 )
-def test_a_bad_number_gets_one_line(args, message, lib, tmp_path, capsys, monkeypatch):
+def test_a_bad_number_or_name_gets_one_line(args, message, lib, tmp_path, capsys, monkeypatch):
     refused([a.format(lib=lib) for a in args], message, tmp_path, capsys, monkeypatch)
 
 

@@ -101,9 +101,12 @@ def library_export(
     from mas.library.logs import SideFiles
 
     store = store_of(which)
+    roles = {event.role for event in SideFiles(store.path).usage.items()} | set(_scenario_roles(which))
+    known = roles | set(store.libraries())
+    if role is not None and role not in known:
+        raise UserError(f"--role {role!r}: no such role or library here (known: {', '.join(sorted(known))})")
     if format == "markdown":
         effects = hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
-        roles = {event.role for event in SideFiles(store.path).usage.items()} | set(_scenario_roles(which))
         text = review.markdown(store, effects, roles=sorted(roles), only=role, since=since)
     else:
         if role is None:

@@ -15,6 +15,7 @@ deadlines, retries of transient faults, and the request rules of reasoning model
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
@@ -93,9 +94,12 @@ async def open_client(
 
 def _seconds(text: str, spec: str) -> float:
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
-        raise UserError(f"--model {spec!r}: expected fake:SECONDS, the fake's latency per call") from None
+        seconds = math.nan
+    if not 0 <= seconds <= 3600:
+        raise UserError(f"--model {spec!r}: expected fake:SECONDS, the fake's latency per call (0 to 3600)")
+    return seconds
 
 
 def _openai(
