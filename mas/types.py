@@ -11,7 +11,7 @@ from collections import Counter
 from functools import cache
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, create_model, model_validator
 
 SCHEMA_VERSION = 1
 GLOBAL = "global"
@@ -375,8 +375,8 @@ class UsageEvent(Frozen):
     judged: list[str] = []
     """Lesson ids the summarizer judged the role to have applied (a description, never
     evidence: the summarizer sees the reward)."""
-    reward: float
-    advantage: float
+    reward: FiniteFloat
+    advantage: FiniteFloat
     """(r - mean) / std within the group; 0 when the group's rewards are all equal."""
 
     @model_validator(mode="before")

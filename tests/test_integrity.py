@@ -159,15 +159,31 @@ BAD_LOG_LINES = {
     "a list": "[1, 2]",
     "a step that is text": usage_line(9, step="nine"),
     "an item that is not an event": usage_line(9, items=[{"role": 3}]),
+    "a reward that is NaN": usage_line(9).replace('"reward": 1.0', '"reward": NaN'),
 }
 
 
+@pytest.mark.parametrize("where", ["middle", "end"])
 @pytest.mark.parametrize("bad", BAD_LOG_LINES)
-def test_a_bad_usage_log_line_in_the_middle_is_named_and_recover_sets_it_aside(bad, lib, tmp_path, capsys, monkeypatch):
+def test_a_bad_usage_log_line_is_named_and_recover_sets_it_aside(
+    where, bad, lib, tmp_path, capsys, monkeypatch
+):
+    """At the end too, when it has its newline: only a crash cuts a line before it."""
     log = tmp_path / "lib.usage.jsonl"
-    log.write_text("\n".join([usage_line(0), BAD_LOG_LINES[bad], usage_line(1)]) + "\n")
+    lines = (
+        [usage_line(0), BAD_LOG_LINES[bad], usage_line(1)]
+        if where == "middle"
+        else [usage_line(0), usage_line(1), BAD_LOG_LINES[bad]]
+    )
+    log.write_text("\n".join(lines) + "\n")
+    number = 2 if where == "middle" else 3
+
     line = refused(
-        ["graph", "export", lib, "--output", tmp_path / "g.html"], "lib.usage.jsonl:2", tmp_path, capsys, monkeypatch
+        ["graph", "export", lib, "--output", tmp_path / "g.html"],
+        f"lib.usage.jsonl:{number}",
+        tmp_path,
+        capsys,
+        monkeypatch,
     )
     assert "mas library recover" in line
     code, out, err = cli("library", "recover", lib, capsys=capsys, monkeypatch=monkeypatch)
@@ -214,6 +230,15 @@ def test_a_torn_last_log_line_is_dropped_and_the_step_recorded(tmp_path):
     assert [k.step for k, _ in log.steps()] == [0]
     log.append(StepKey("r", 0, 1), [])
     assert [k.step for k, _ in log.steps()] == [0, 1]
+
+
+def test_a_whole_last_log_line_whose_newline_was_cut_is_kept(tmp_path):
+    from mas.library.logs import SideFiles, StepKey
+
+    log = SideFiles(tmp_path / "lib.json").usage
+    log.path.write_text(usage_line(0) + "\n" + usage_line(1))
+    log.append(StepKey("r", 0, 2), [])
+    assert [k.step for k, _ in log.steps()] == [0, 1, 2]
 
 
 def journal_lines(n: int) -> list[str]:

@@ -73,8 +73,8 @@ class StepLog(Generic[Item]):
             try:
                 yield self._parse(raw)
             except ValueError as e:
-                if last:
-                    return  # a line cut short by a crash; append() drops it
+                if last and not raw.endswith(b"\n"):
+                    return  # a line cut short by a crash (before its newline); append() drops it
                 where = f"library file {self.library}" if self.library else "its library file"
                 raise CorruptLog(
                     f"{self.path}:{number}: not a step record ({_why(e)}); run `mas library recover` on {where} "
@@ -158,19 +158,24 @@ class StepLog(Generic[Item]):
                 yield *held, True
 
     def _drop_torn_tail(self) -> None:
-        """Cut a last line that is not a whole step record (a crash cut it short) before
-        appending, so that it does not end up in the middle of the log."""
+        """Before appending: cut a last line that a crash cut short (no newline, not a whole
+        step record), so that it does not end up in the middle of the log; give a whole record
+        whose newline was cut off its newline. A bad line that has its newline is damage, and
+        ``steps`` names it."""
         tail = self._tail()
-        if tail is None:
+        if tail is None or tail[1].endswith(b"\n"):
             return
         start, raw = tail
         try:
             self._parse(raw)
-            torn = not raw.endswith(b"\n")
+            whole = True
         except ValueError:
-            torn = True
-        if torn:
-            with self.path.open("r+b") as f:
+            whole = False
+        with self.path.open("r+b") as f:
+            if whole:
+                f.seek(0, os.SEEK_END)
+                f.write(b"\n")
+            else:
                 f.truncate(start)
 
     def _tail(self) -> tuple[int, bytes] | None:
