@@ -165,9 +165,7 @@ BAD_LOG_LINES = {
 
 @pytest.mark.parametrize("where", ["middle", "end"])
 @pytest.mark.parametrize("bad", BAD_LOG_LINES)
-def test_a_bad_usage_log_line_is_named_and_recover_sets_it_aside(
-    where, bad, lib, tmp_path, capsys, monkeypatch
-):
+def test_a_bad_usage_log_line_is_named_and_recover_sets_it_aside(where, bad, lib, tmp_path, capsys, monkeypatch):
     """At the end too, when it has its newline: only a crash cuts a line before it."""
     log = tmp_path / "lib.usage.jsonl"
     lines = (

@@ -206,3 +206,17 @@ def _run_on(store, run_dir, **config):
         )
     )  # fmt: skip
     return run_dir
+
+
+@pytest.mark.parametrize("theirs", ["report.md", "reward.png"])
+def test_a_report_replaces_an_earlier_report_and_no_other_file(theirs, runs, tmp_path):
+    out = tmp_path / "mydocs"
+    out.mkdir()
+    (out / theirs).write_text("MY NOTES\n")
+    with pytest.raises(UserError, match=f"{theirs}: not a"):
+        write_report([runs[0]], out)
+    assert (out / theirs).read_text() == "MY NOTES\n" and len(list(out.iterdir())) == 1
+    (out / theirs).unlink()
+    write_report([runs[0]], out)
+    write_report([runs[1]], out)  # an earlier report, and its plots, are replaced
+    assert "`beta`" in (out / "report.md").read_text()

@@ -26,6 +26,7 @@ from mas.paths import atomic_write
 from mas.redact import redact
 from mas.types import GLOBAL, PromotionMove, Rollout, StepReport, Version
 
+HEADING = "# Training report"
 PLOTS = {
     "reward": "Accuracy per epoch",
     "library": "Library size per role",
@@ -83,6 +84,24 @@ def _check_output(out_dir: Path, runs: list[Run]) -> None:
     for name in [*(f"{n}.png" for n in PLOTS), "report.md"]:
         if (out_dir / name).resolve() in theirs:
             raise UserError(f"{out_dir / name}: a file of a run or of its library; choose another --output")
+    report = out_dir / "report.md"
+    if report.exists() and not _ours(report):
+        raise UserError(f"{report}: not a report mas wrote; choose another --output or remove it")
+    if not report.exists():
+        for name in (f"{n}.png" for n in PLOTS):
+            if (out_dir / name).exists():
+                raise UserError(f"{out_dir / name}: not a plot of a report mas wrote; choose another --output")
+
+
+def _ours(report: Path) -> bool:
+    """Whether ``report`` is a report mas wrote (its first line), which a new one may replace."""
+    if not report.is_file():
+        return False
+    try:
+        with report.open("rb") as f:
+            return f.readline(64).rstrip() == HEADING.encode()
+    except OSError:
+        return False
 
 
 def _load(path: Path) -> Run:
@@ -292,7 +311,7 @@ def _abbrev(text: str, width: int) -> str:
 
 
 def _markdown(runs: list[Run]) -> str:
-    parts = ["# Training report", "", "Runs: " + ", ".join(f"`{r.label}`" for r in runs), ""]
+    parts = [HEADING, "", "Runs: " + ", ".join(f"`{r.label}`" for r in runs), ""]
     if len(runs) > 1:
         header = [
             "run",
