@@ -150,7 +150,7 @@ def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
     for m in moves:
         log.append(StepKey(m.pop("run", "prom"), m.pop("epoch"), 9), [PromotionMove(lessons=[], evidence=[], **m)])
     with log.path.open("a") as f:
-        f.write("{cut short\n")
+        f.write("{cut short")  # what a crash leaves: a line without its newline
     text = write_report([run], tmp_path / "out").read_text()
     assert (
         "- epoch 1: promote “Check every intermediate result once more before going on.” (roles: planner, solver)"
