@@ -83,8 +83,10 @@ def report_dir() -> Path:
 def regular_file(path: Path) -> Path:
     """``path``, when it is a regular file (through links); a ``UserError`` when it is a
     folder, a FIFO or a device, which reading would take for a file or wait on for ever."""
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a file")
     if path.exists() and not path.is_file():
-        raise UserError(f"{path}: not a regular file")
+        raise UserError(f"{path}: not a regular file (a pipe or a device)")
     return path
 
 

@@ -25,6 +25,7 @@ from mas.errors import UserError
 from mas.journal import Journal, records
 from mas.library import hierarchy
 from mas.library.edits import apply
+from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
@@ -94,6 +95,7 @@ async def train(
     config = with_tokenizer(config, client)
     new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
+        SideFiles(store.path).check()  # a damaged log stops the run here, not after its folder is made
         if new is not None:
             _make_folder(run_dir)
             if config.fresh:

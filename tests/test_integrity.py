@@ -220,6 +220,32 @@ def test_a_bad_usage_log_line_does_not_stop_training_for_good(tmp_path, capsys, 
     assert code == 0, err
 
 
+@pytest.mark.parametrize("log", ["lib.usage.jsonl", "lib.promotions.jsonl"])
+def test_a_damaged_log_stops_a_new_run_before_its_folder_is_made(log, lib, tmp_path, capsys, monkeypatch):
+    (tmp_path / log).write_text("garbage\n" + usage_line(0) + "\n")
+    args = ["train", "maths", "--model", "fake", "--tasks", "2", "--library", lib, "--run-dir", tmp_path / "run"]
+    refused(args, f"{log}:1", tmp_path, capsys, monkeypatch)
+
+
+def test_a_folder_where_the_backup_goes_stops_a_commit_before_the_library_changes(lib, tmp_path, capsys, monkeypatch):
+    Path(f"{lib}.bak").unlink()
+    Path(f"{lib}.bak").mkdir()
+    refused(["library", "rollback", lib, "solver", "1"], "lib.json.bak", tmp_path, capsys, monkeypatch)
+    assert LibraryStore(lib).head("solver").number == 2
+
+
+@pytest.mark.parametrize("holds", ["notes.txt", "a file as the folder"])
+def test_an_ablation_folder_holding_other_files_is_not_written_into(holds, tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "abl"
+    if holds == "notes.txt":
+        folder.mkdir()
+        (folder / "notes.txt").write_text("mine\n")
+    else:
+        folder.write_text("mine\n")
+    args = ["ablate", "maths", "--model", "fake", "--tasks", "2", "--folder", folder, "--variants", "no library"]
+    refused(args, "abl", tmp_path, capsys, monkeypatch)
+
+
 def test_a_torn_last_log_line_is_dropped_and_the_step_recorded(tmp_path):
     from mas.library.logs import SideFiles, StepKey
 

@@ -249,6 +249,12 @@ class SideFiles:
     def logs(self) -> list[StepLog]:
         return [self.usage, self.quarantine, self.rejected, self.promotions, self.prunings]
 
+    def check(self) -> None:
+        """Read every log through: a damaged one stops a command before it writes anything."""
+        for log in self.logs:
+            for _ in log.steps():
+                pass
+
     def owned(self) -> set[Path]:
         """Every file that belongs to the library: no output may replace one of them."""
         paths = {self.library, self.backup, self.lock, self.run_lock, self.equivalence}

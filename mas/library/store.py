@@ -167,8 +167,9 @@ class AtomicJSONStorage(Storage):
 
     def write(self, data: dict) -> None:
         text = _dumps(data)
+        backup = regular_file(SideFiles(self.path).backup)  # (a folder there would fail after the write)
         atomic_write(self.path, text)
-        atomic_write(SideFiles(self.path).backup, text)
+        atomic_write(backup, text)
         self.written = text
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from mas.ask import ask
 from mas.config import ABLATIONS, EvalConfig, TrainConfig, ablated
 from mas.cost import Price, stage_costs
-from mas.errors import EndpointError, ModelReplyError
+from mas.errors import EndpointError, ModelReplyError, UserError
 from mas.library.edits import apply, parse_edits
 from mas.library.store import LibraryStore
 from mas.meter import Meter
@@ -56,6 +56,7 @@ async def ablate(
     ``learner``, when given, makes the learning calls (``train``'s); ``on_variant`` is told of
     each variant as it starts, ``on_rollout`` of the rollouts done (``planned_rollouts`` of
     them per variant)."""
+    _check_folder(folder)
     rows, results = [], {}
     for name in variants:
         on_variant(name)
@@ -85,6 +86,16 @@ async def ablate(
             Row(variant=name, mean_at_k=result.mean_at_k, delta=compare(result, base), lessons=lessons, cost_usd=cost)
         )
     return rows
+
+
+def _check_folder(folder: Path) -> None:
+    """An ablation folder is new, or holds the variants' folders and nothing else."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder}: not a folder (--folder names an ablation folder, new or to resume)")
+    ours = {name.replace(" ", "-") for name in VARIANTS}
+    other = sorted(p.name for p in folder.iterdir() if p.name not in ours) if folder.is_dir() else []
+    if other:
+        raise UserError(f"{folder}: not an ablation folder (it holds {other[0]}); use a new --folder")
 
 
 def planned_rollouts(scenario: Scenario, variant: str, train_config: TrainConfig, eval_config: EvalConfig) -> int:
