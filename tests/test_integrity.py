@@ -722,6 +722,14 @@ def test_a_symlinked_library_is_written_through(lib, tmp_path, capsys, monkeypat
 # -- F. crashes and signals ---------------------------------------------------------------------
 
 
+def test_a_rollout_timeout_leaves_no_traceback(tmp_path):
+    """autogen's runtime, stopped under a cancelled rollout, raised in a task no one awaits."""
+    args = ["train", "maths", "--model", "fake:2", "--tasks", "2", "--group-size", "2", "--rollout-timeout", "1"]
+    done = mas(*args, "--library", tmp_path / "lib.json", "--run-dir", tmp_path / "run")
+    assert done.returncode == 0 and "timeout" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def test_all_stopword_lessons_do_not_crash_eval(tmp_path, capsys, monkeypatch):
     path = tmp_path / "lib.json"
     LibraryStore(path).commit(lesson_versions("the and of it is", "to be or not to be"))
