@@ -537,6 +537,7 @@ def test_a_task_file_with_an_odd_name_trains_into_libraries(stem, tmp_path, caps
         (["eval", "maths", "--model", "fake:nan", "--no-library"], "fake:nan"),
         (["library", "export", "{lib}", "--format", "prompt", "--role", "nobody"], "--role 'nobody'"),
         (["library", "export", "{lib}", "--role", "nobody"], "--role 'nobody'"),
+        (["library", "recover", "{lib}.missing.json"], "no such library file"),
     ],
 )
 def test_a_bad_number_or_name_gets_one_line(args, message, lib, tmp_path, capsys, monkeypatch):

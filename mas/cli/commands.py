@@ -244,6 +244,8 @@ def eval_command(
         if not path.exists():
             if named:
                 raise UserError(f"{path}: no such library file")
+            if not as_json:
+                _note(f"no library at {path} yet: the team is scored without lessons only")
             continue
         store = LibraryStore(path)
         check_held_out(scored, store)

@@ -329,7 +329,8 @@ def library_recover(which: Which) -> None:
         raise UserError(f"{store.path}: a folder, not a library file")
     logs = SideFiles(store.path).logs
     if store.healthy() and not any(log.damaged() for log in logs):  # checked first: no lock file for nothing
-        raise UserError(f"{store.path}: not corrupt, nothing to recover")
+        found = store.path.exists() or store.backup.exists()
+        raise UserError(f"{store.path}: {'not corrupt, nothing to recover' if found else 'no such library file'}")
     with store.exclusive():
         try:
             count = store.recover()
