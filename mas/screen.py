@@ -68,17 +68,17 @@ def refusals(text: str, *, answers: list[str], sources: list[str], verdict: str 
         lambda: _in_readings(text, plain),
         lambda: leaked_answer(plain, answers),
         lambda: copied(plain, sources),
-        lambda: learned(plain),
+        lambda: learned(text),  # the raw text, normalised inside as in training
         lambda: judged(verdict),
     ]
     return (reason for check in checks if (reason := check()))
 
 
-def learned(plain: str) -> str | None:
+def learned(text: str) -> str | None:
     """The learned layer; its weights are read at the first lesson, not at start-up."""
     from mas import screen_model
 
-    return screen_model.learned(plain)
+    return screen_model.learned(text)
 
 
 def judged(verdict: str | None) -> str | None:

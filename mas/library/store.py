@@ -181,8 +181,6 @@ def _read_text(path: Path) -> str | None:
         return None
     except UnicodeDecodeError as e:
         raise _corrupt(path, f"not UTF-8: {e.reason}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: a folder, not a library file") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
 
