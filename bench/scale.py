@@ -14,7 +14,7 @@ turn in seconds. The bound is the pipeline benchmark's (``bound.py``).
 
 Where the CPU goes is measured on a smaller step (16 tasks, G = 8) against the same endpoint
 with no latency, under cProfile (which inflates every figure alike): the share of the time
-spent in mas's own code, autogen, the openai SDK and httpx, pydantic, and the rest.
+spent in mas's own code, autogen, the openai SDK and its HTTP stack (httpx's client on aiohttp), pydantic, and the rest.
 Run: .venv/bin/python bench/scale.py [--latency S] [--no-profile]
 """
 
@@ -89,12 +89,12 @@ def profile() -> None:
         server.communicate("", timeout=10)
     calls = sum(c.calls for c in report.calls.values())
     stats = pstats.Stats(profiler).stats  # (file, line, name) -> (cc, nc, tottime, cumtime, callers)
-    parts = dict.fromkeys(["mas", "autogen", "openai, httpx", "pydantic", "asyncio", "C built-ins", "other"], 0.0)
+    parts = dict.fromkeys(["mas", "autogen", "openai, http", "pydantic", "asyncio", "C built-ins", "other"], 0.0)
     for (file, _, _), (_, _, tottime, _, _) in stats.items():
         where = (
             "mas" if f"{ROOT}/mas/" in file
             else "autogen" if "autogen" in file or "opentelemetry" in file
-            else "openai, httpx" if any(k in file for k in ("openai", "httpx", "httpcore", "anyio", "h11", "sniffio"))
+            else "openai, http" if any(k in file for k in ("openai", "httpx", "httpcore", "aiohttp", "yarl", "multidict"))
             else "pydantic" if "pydantic" in file
             else "asyncio" if "asyncio" in file
             else "C built-ins" if file == "~"  # socket sends, json and regex engines, dict and list methods

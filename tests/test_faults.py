@@ -7,7 +7,10 @@ injects faults; ``open_client("openai:...")`` talks to it exactly as to a paid e
 
 import asyncio
 import json
+import socket
+import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from autogen_core.models import UserMessage
@@ -164,6 +167,24 @@ def test_a_slow_reply_is_cut_at_the_call_deadline(fault_server):
     assert 0.6 <= seconds < 2.5  # two attempts of 0.3 s and one backoff of at most 0.5 s
     assert counts.faults == {"timeout": 2} and counts.retries == 1 and counts.failures == 1
     assert fault_server.requests == 2
+
+
+def test_a_server_that_hangs_up_is_a_lost_connection_not_a_timeout():
+    """The aiohttp transport reports a closed connection as httpx's ConnectTimeout; the count,
+    the message and the retry say what happened, at once, not "no reply within 30 s"."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def hang_up():
+            for _ in range(2):
+                conn, _ = listener.accept()
+                conn.recv(65536)
+                conn.close()
+
+        threading.Thread(target=hang_up, daemon=True).start()
+        server = SimpleNamespace(url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1")
+        error, seconds, counts = ask_once(server, call_timeout=30, retries=1)
+    assert isinstance(error, EndpointError) and "connection: ServerDisconnectedError" in str(error)
+    assert counts.faults == {"connection": 2} and counts.failures == 1 and seconds < 5
 
 
 def test_retry_after_is_honoured_and_attempts_are_bounded(fault_server):

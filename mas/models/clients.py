@@ -26,7 +26,7 @@ from mas.errors import UserError
 from mas.models.capabilities import STANDARD, Capabilities, capabilities_for, profile
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.fake import FakeClient
-from mas.models.faults import check_completion
+from mas.models.faults import http_client
 from mas.models.limiter import Limited
 from mas.models.tokens import spec_for_model
 
@@ -112,17 +112,15 @@ def _openai(
     retries: int,
     capabilities: Capabilities = STANDARD,
 ) -> Adapted:
-    import openai
     from autogen_ext.models.openai import OpenAIChatCompletionClient
 
     if call_timeout <= 0 or retries < 0:
         raise UserError(f"call timeout must be > 0 and retries >= 0 (got {call_timeout:g} s, {retries})")
     # max_retries=0: Adapted retries, so that it sees and counts every fault. The response hook
     # refuses a 200 whose body is not a completion before autogen indexes into it.
-    http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [check_completion]})
     inner = OpenAIChatCompletionClient(
         model=model, base_url=url, api_key=key, model_info=OPEN_MODEL_INFO, max_retries=0, timeout=call_timeout,
-        http_client=http,
+        http_client=http_client(),
     )  # fmt: skip
     return Adapted(
         inner, schema_in_format=embedded, text_tools=embedded, name=model,

@@ -198,10 +198,8 @@ def _openai_family_client(
 ) -> tuple[ChatCompletionClient, tuple[str, ...]]:
     """What ``cls._from_config`` does, plus mas's HTTP hook, no openai retries, and the
     config's own sampling settings made to fit the model."""
-    import openai
-
     from mas.models.clients import KEYLESS, secrets_of
-    from mas.models.faults import check_completion
+    from mas.models.faults import http_client
 
     validated = cls.component_config_schema.model_validate(model.config)
     kwargs = validated.model_dump(exclude_none=True)
@@ -218,8 +216,7 @@ def _openai_family_client(
     sampling = {k: kwargs.pop(k) for k in ("temperature", "top_p", "max_tokens") if k in kwargs}
     kwargs.update(caps.adapt(sampling))
     kwargs.update(max_retries=0, timeout=min(kwargs.get("timeout") or call_timeout, call_timeout))
-    http = openai.DefaultAsyncHttpxClient(event_hooks={"response": [check_completion]})
-    client = cls(**kwargs, http_client=http)
+    client = cls(**kwargs, http_client=http_client())
     return client, secrets_of(kwargs.get("api_key"), kwargs.get("base_url") or kwargs.get("azure_endpoint"))
 
 

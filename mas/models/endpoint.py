@@ -192,7 +192,9 @@ class Adapted(Delegating):
                 return await call()
         except TimeoutError:
             raise self._fault(Transient("timeout", f"no reply within {self.call_timeout:g} s")) from None
-        except openai.APITimeoutError:
+        except openai.APITimeoutError as exc:
+            if lost := _lost_connection(exc):
+                raise self._fault(Transient("connection", f"{type(lost).__name__}: {lost}")) from None
             raise self._fault(Transient("timeout", f"no reply within {self.call_timeout:g} s")) from None
         except openai.APIConnectionError as exc:
             cause = type(exc.__cause__).__name__ if exc.__cause__ else "connection error"
@@ -284,3 +286,14 @@ def grammar_safe(schema: object) -> object:
     if isinstance(schema, list):
         return [grammar_safe(v) for v in schema]
     return schema
+
+
+def _lost_connection(exc: BaseException) -> BaseException | None:
+    """The aiohttp error under an SDK "timeout" that was no timeout: its transport maps every
+    lost connection (a server that hung up, say) to httpx's ``ConnectTimeout``."""
+    cause = exc.__cause__
+    while cause is not None:
+        if type(cause).__module__.startswith("aiohttp") and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__
+    return None
