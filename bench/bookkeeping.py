@@ -3,7 +3,7 @@
 Goals:
   (a) commit one Version of 10,000 lessons to a LibraryStore, then ``heads()`` from a fresh
       store object: at most 3x a plain ``json.dump`` + ``json.load`` of the same records;
-  (b) the promotion pass, ``evidence.contrasts(StepLog(path, UsageEvent))`` +
+  (b) the promotion pass, ``evidence.contrasts(StepLog(path, UsageEvent))`` (a step at a time, as training calls it) +
       ``promotion.plan(...)``, over 1,000,000 usage events (3 roles, ~50 lessons, 8 lessons of
       each group's prompts randomized): at most 5x one plain pass that reads the same file with
       json and computes the same contrasts (shown minus not shown, per group) into a dict;
@@ -108,9 +108,7 @@ def promotion_pair(n: int) -> tuple[float, float]:
     path = usage_log(n)
 
     def ours():
-        plan(
-            HEADS, contrasts(StepLog(path, UsageEvent).items()), PromotionPolicy(), level=0.05, same=lambda a, b: False
-        )
+        plan(HEADS, contrasts(StepLog(path, UsageEvent)), PromotionPolicy(), level=0.05, same=lambda a, b: False)
 
     def plain():
         per_task: dict = defaultdict(list)

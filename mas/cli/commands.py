@@ -334,7 +334,7 @@ def transfer_command(
     if from_trials:
         _print_transfer(
             spec.role_names,
-            from_trials_of(spec.role_names, SideFiles(path).usage.items()),
+            from_trials_of(spec.role_names, SideFiles(path).usage),
             as_json,
         )
         return

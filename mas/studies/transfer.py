@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
@@ -25,6 +26,9 @@ from mas.scenario import Scenario
 from mas.studies.evaluate import EvalResult, evaluate
 from mas.studies.stats import paired
 from mas.types import UsageEvent, Version
+
+if TYPE_CHECKING:
+    from mas.library.logs import StepLog
 
 
 class Cell(BaseModel):
@@ -48,10 +52,11 @@ class TransferResult(BaseModel):
 
 
 def from_trials(
-    roles: list[str], events: Iterable[UsageEvent], lineage: dict[str, str] | None = None
+    roles: list[str], events: Iterable[UsageEvent] | StepLog, lineage: dict[str, str] | None = None
 ) -> TransferResult:
     """The matrix from the randomized evidence in a usage log (``delta`` is a change in the
-    success rate when the lesson is shown, not in Mean@k)."""
+    success rate when the lesson is shown, not in Mean@k); given the log itself, it is read a
+    step at a time."""
     tallies = evidence.contrasts(events, lineage)
     cells = []
     for a in roles:
