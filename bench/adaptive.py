@@ -11,7 +11,7 @@ whose calls come in three waves of dependent calls, then the summaries, advantag
 of the step wait for them; at 32 slots a concurrency set by hand to the slots reaches 0.78 of
 that bound (2 s replies), whatever the limiter does. A reply takes 0.5 s, or longer at large
 endpoints (``--latency``): the endpoint serves at most 16 calls a second, what one core drives
-through autogen and the openai SDK at about 15 ms of CPU per call (``scale.py``) with room to
+through autogen and the openai SDK at about 10 ms of CPU per call (``scale.py``) with room to
 spare; beyond, the benchmark measures this machine's CPU (32 slots at 0.5 s: 0.62 with the
 concurrency set by hand), and a real model's replies take seconds anyway. A request beyond the
 slots gets a 429 at once, with no Retry-After: the client backs off and retries, and the
