@@ -34,7 +34,7 @@ from mas.meter import Meter
 from mas.redact import secret_in
 from mas.scenario import Scenario
 from mas.screen import screen
-from mas.team import run_rollout
+from mas.team import run_rollout, start_gate
 from mas.types import (
     GLOBAL,
     AddOperation,
@@ -85,6 +85,8 @@ class Context:
     """The client of the learning calls, when it is not ``client``."""
     on_rollout: Callable[[int], None] = lambda n: None
     """Told of each rollout as it ends, or is read back from the journal (for progress)."""
+    starting: asyncio.Semaphore = field(default_factory=start_gate)
+    """Rollouts building their team (``mas.team.run_rollout``)."""
 
     @property
     def prefix(self) -> str:
@@ -117,7 +119,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
         result = await run_rollout(
             ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=ctx.config.sampling(key),
             timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
-            exposures={role: plan[index] for role, plan in plans.items()},
+            exposures={role: plan[index] for role, plan in plans.items()}, starting=ctx.starting,
         )  # fmt: skip
         await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
         ctx.on_rollout(1)

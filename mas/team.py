@@ -79,6 +79,15 @@ def build_team(
     return RoundRobinGroupChat(agents, max_turns=len(agents))
 
 
+STARTING = 8
+"""Rollouts of a step that build their team at once (``run_rollout``'s ``starting``): enough
+to keep the first calls coming while the next teams are built."""
+
+
+def start_gate() -> asyncio.Semaphore:
+    return asyncio.Semaphore(STARTING)
+
+
 async def run_rollout(
     scenario: Scenario,
     task: Task,
@@ -91,17 +100,36 @@ async def run_rollout(
     meter: Meter,
     budget: Budget = Budget(),
     exposures: dict[str, RoleExposure] | None = None,
+    starting: asyncio.Semaphore | None = None,
 ) -> Rollout:
-    """One run of the whole team on ``task``. Never raises for model or team failures."""
-    exposures = exposures or {}
-    prompts = {
-        role.name: compose(role, heads, task=task.question, budget=budget, exposure=exposures.get(role.name))
-        for role in scenario.roles
-    }
-    texts = {name: prompt.text for name, prompt in prompts.items()}
-    seeded = Seeded(client, settings=settings, meter=meter)
-    team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
-    messages, error = await _run(team, task.question, timeout)
+    """One run of the whole team on ``task``. Never raises for model or team failures.
+
+    ``starting`` (shared by the rollouts of a step) bounds how many build their team at once:
+    a rollout holds it from before its prompts are composed until its first model call goes
+    out. Without it, a step of 2,048 rollouts built every team before any call went out (the
+    event loop runs each task's set-up before any task's next step): 9 s with the endpoint
+    idle, in ``bench/scale.py``."""
+    if starting is not None:
+        await starting.acquire()
+
+    def started() -> None:
+        nonlocal starting
+        if starting is not None:
+            starting, gate = None, starting
+            gate.release()
+
+    try:
+        exposures = exposures or {}
+        prompts = {
+            role.name: compose(role, heads, task=task.question, budget=budget, exposure=exposures.get(role.name))
+            for role in scenario.roles
+        }
+        texts = {name: prompt.text for name, prompt in prompts.items()}
+        seeded = Seeded(client, settings=settings, meter=meter, on_call=started)
+        team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
+        messages, error = await _run(team, task.question, timeout)
+    finally:
+        started()
     if error:
         meter.fail("rollout", "timeout" if error.startswith("timeout") else error.partition(":")[0])
     said = [m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user"]

@@ -240,3 +240,32 @@ def test_fresh_starts_from_empty_libraries(maths, tmp_path):
     for name, head in before.items():
         emptied = store.version(name, head.number + 1)
         assert emptied.lessons == [] and emptied.provenance.stage == "fresh"
+
+
+@pytest.mark.parametrize("stage_name", ["train", "eval"])
+def test_a_large_step_sends_its_first_call_before_building_every_team(maths, tmp_path, monkeypatch, stage_name):
+    """All rollouts of a step start at once; without a bound on those building their team, the
+    event loop built every team (a few ms each) before any call went out."""
+    import mas.team
+
+    built, first = [0], []
+    compose = mas.team.compose
+
+    def counting(role, *args, **kwargs):
+        built[0] += 1
+        return compose(role, *args, **kwargs)
+
+    class Watching(FakeClient):
+        async def create(self, messages, **kwargs):
+            if not first:
+                first.append(built[0])
+            return await super().create(messages, **kwargs)
+
+    monkeypatch.setattr(mas.team, "compose", counting)
+    roles = len(maths.roles)
+    if stage_name == "train":
+        run(maths, tmp_path, Watching(), tasks=32, batch_size=32, group_size=4)
+    else:
+        asyncio.run(evaluate(maths, client=Watching(), heads=None, config=EvalConfig(tasks=32, k=4)))
+    assert built[0] >= 128 * roles  # every rollout was built in the end
+    assert first[0] <= 2 * mas.team.STARTING * roles  # the first call went out after a few

@@ -94,13 +94,15 @@ class Counted(Delegating):
 
 
 class Seeded(Delegating):
-    """Adds a rollout's seed and sampling settings to every call, and counts the calls."""
+    """Adds a rollout's seed and sampling settings to every call, and counts the calls;
+    ``on_call`` is told before each call goes out."""
 
-    def __init__(self, inner: ChatCompletionClient, *, settings: dict[str, Any], meter: Meter):
+    def __init__(self, inner: ChatCompletionClient, *, settings: dict[str, Any], meter: Meter, on_call=lambda: None):
         super().__init__(inner)
-        self.settings, self.meter = settings, meter
+        self.settings, self.meter, self.on_call = settings, meter, on_call
 
     async def create(self, messages, *, extra_create_args={}, **kwargs):
+        self.on_call()
         result = await self.inner.create(messages, extra_create_args={**extra_create_args, **self.settings}, **kwargs)
         self.meter.count("rollout", result.usage)
         return result

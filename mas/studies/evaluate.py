@@ -22,7 +22,7 @@ from mas.models.limiter import Limited
 from mas.models.tokens import resolve
 from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
-from mas.team import run_rollout
+from mas.team import run_rollout, start_gate
 from mas.types import Rollout, StageCount, Task, Version
 
 
@@ -67,7 +67,7 @@ async def evaluate(
     """Run k team rollouts on each held-out task; ``heads=None`` injects no library."""
     budget = config.budget.model_copy(update={"tokenizer": resolve(config.budget.tokenizer, client)})
     config = config.model_copy(update={"budget": budget})
-    client, meter = Limited(client, config.concurrency), Meter()
+    client, meter, starting = Limited(client, config.concurrency), Meter(), start_gate()
     heads = heads or {}
 
     async def score(task: Task) -> TaskScore:
@@ -79,7 +79,7 @@ async def evaluate(
     async def one(task: Task, index: int) -> Rollout:
         return await run_rollout(
             scenario, task, index, client=client, heads=heads, settings=config.sampling("eval", task.id, index),
-            timeout=config.rollout_timeout, meter=meter, budget=config.budget,
+            timeout=config.rollout_timeout, meter=meter, budget=config.budget, starting=starting,
         )  # fmt: skip
 
     scores = list(await asyncio.gather(*(score(t) for t in scenario.held_out[: config.tasks])))
