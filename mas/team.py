@@ -109,14 +109,15 @@ async def run_rollout(
     out. Without it, a step of 2,048 rollouts built every team before any call went out (the
     event loop runs each task's set-up before any task's next step): 9 s with the endpoint
     idle, in ``bench/scale.py``."""
-    if starting is not None:
-        await starting.acquire()
+    held = starting
+    if held is not None:
+        await held.acquire()
 
-    def started() -> None:
-        nonlocal starting
-        if starting is not None:
-            starting, gate = None, starting
-            gate.release()
+    def started() -> None:  # at the first call, or at the end of a rollout that made none
+        nonlocal held
+        if held is not None:
+            held.release()
+            held = None
 
     try:
         exposures = exposures or {}
