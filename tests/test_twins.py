@@ -14,11 +14,11 @@ import pytest
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
 from mas.library import evidence, exposure, hierarchy
 from mas.library.logs import SideFiles
-from mas.library.similar import Judge, classes
+from mas.library.similar import Judge, classes, overlap
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.train import train
-from mas.types import Lesson, UsageEvent
+from mas.types import Lesson, Provenance, UsageEvent, Version
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_world.py"
 
@@ -229,3 +229,53 @@ def test_a_resumed_run_draws_the_same_class_exposures(world, tmp_path):
     assert mine == [e.model_dump() for e in SideFiles(whole.path).usage.items()]
     for name in whole.libraries():
         assert killed.versions(name) == whole.versions(name)
+
+
+def test_a_promising_lesson_is_judged_against_another_roles_paraphrase_that_shares_few_words(tmp_path):
+    """A paraphrase may share almost no words: the planner's proven lesson and the solver's own
+    copy of it must reach the judge, become one class, and keep the solver from a trial of the
+    planner's copy beside its own (each would dilute the other's contrast)."""
+    planner = Lesson(id="planner/0001", text="Write the whole expression with its parentheses before computing.")
+    solver = Lesson(id="solver/0001", text="For multi-step arithmetic, first set down every bracket of the formula.")
+    other = Lesson(id="solver/0002", text="Name the unknown quantity before solving.")
+    assert overlap(planner.text, solver.text) < PromotionPolicy().overlap  # no candidate by words
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([
+        Version(library="planner", number=1, next_id=2, lessons=[planner]),
+        Version(library="solver", number=1, next_id=3, lessons=[solver, other]),
+    ])  # fmt: skip
+    events = [
+        UsageEvent(
+            run="r",
+            epoch=0,
+            step=0,
+            task_id=str(task),
+            rollout=i,
+            role="planner",
+            shown=[planner.id] if i % 2 else [],
+            randomized=[planner.id],
+            reward=float(i % 2),
+            advantage=0.0,
+        )  # fmt: skip
+        for task in range(6)
+        for i in range(4)
+    ]
+    hierarchy.record_usage(store, events, Provenance(run="r", epoch=0, step=0))
+    policy = PromotionPolicy()
+    twins = {planner.text, solver.text}
+
+    def respond(request):
+        lessons = {line.split(": ", 1)[1] for line in request.messages[0].splitlines() if line.startswith("Lesson")}
+        return json.dumps({"reason": "scripted", "same": lessons == twins, "merged": ""})
+
+    client = FakeClient(respond)
+    asyncio.run(hierarchy.judge_new(store, policy, client=client))
+    asked = [{line for line in r.messages[0].splitlines() if line.startswith("Lesson")} for r in client.requests]
+    assert any(planner.text in " ".join(pair) and solver.text in " ".join(pair) for pair in asked)
+    found = hierarchy.classes(store, policy)
+    assert found[planner.id] == found[solver.id]
+    effects = hierarchy.effects(store, policy)
+    assert effects[("planner", planner.id)].effect > 0
+    same = hierarchy.judge(store, policy).known_same
+    assert exposure.trial_lessons("solver", store.heads(), effects, most=3, min_tasks=5, same=same) == []
+    assert exposure.trial_lessons("verifier", store.heads(), effects, most=3, min_tasks=5, same=same) == [planner]

@@ -98,9 +98,7 @@ async def judge_new(
         SideFiles(store.path).equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature,
         meter=meter,
     )  # fmt: skip
-    pairs = [
-        (a, b) for a, b in _pairs(store.heads(), effects(store, policy), policy, judge) if judge.verdict(a, b) is None
-    ]
+    pairs = [(a, b) for a, b in _pairs(store.heads(), effects(store, policy), policy, judge) if judge.open(a, b)]
     await judge.judge_all(pairs)
     return len(pairs) if client is not None else 0
 

@@ -83,13 +83,27 @@ class Judge:
             return False
         return a.id.rpartition("/")[0] == b.id.rpartition("/")[0] or overlap(a.text, b.text) >= self.threshold
 
-    def verdict(self, a: Lesson, b: Lesson) -> Equivalence | None:
-        """What is known about the pair without a model call (None: not judged yet)."""
+    def ruled(self, a: Lesson, b: Lesson) -> Equivalence | None:
+        """What a rule decides without any judgement: the same words are the same lesson, and
+        one negating what the other asserts is a different one (None: the rules do not decide)."""
         if normal(a.text) == normal(b.text):
             return Equivalence(reason="the same words", same=True, merged=a.text)
-        if not self.candidate(a, b):
-            return Equivalence(reason="different words or opposite polarity", same=False)
-        return self.known.get(_key(a.text, b.text))
+        if negates(a.text) != negates(b.text):
+            return Equivalence(reason="opposite polarity", same=False)
+        return None
+
+    def verdict(self, a: Lesson, b: Lesson) -> Equivalence | None:
+        """What is known about the pair without a model call: a rule, a judgement kept beside
+        the library (whoever asked for it), else "different" for a pair that is no candidate
+        (None: a candidate not judged yet)."""
+        found = self.ruled(a, b) or self.known.get(_key(a.text, b.text))
+        if found is None and not self.candidate(a, b):
+            return Equivalence(reason="different words", same=False)
+        return found
+
+    def open(self, a: Lesson, b: Lesson) -> bool:
+        """Neither a rule nor a kept judgement decides the pair: a model call would."""
+        return self.ruled(a, b) is None and _key(a.text, b.text) not in self.known
 
     async def same(self, a: Lesson, b: Lesson) -> bool:
         found = self.verdict(a, b)
@@ -104,14 +118,15 @@ class Judge:
         return bool(found and found.same)
 
     async def judge_all(self, pairs: Iterable[tuple[Lesson, Lesson]]) -> None:
-        """Ask about every candidate pair not judged yet, all at once (one to three model calls
-        each, in flight together: a step's last stage, where one pair after another left the
-        endpoint idle); the verdicts are kept in the order of ``pairs``."""
+        """Ask about every pair of ``pairs`` that neither a rule nor a kept judgement decides
+        (the caller chooses the pairs: not only candidates by words), all at once (one to three
+        model calls each, in flight together: a step's last stage, where one pair after another
+        left the endpoint idle); the verdicts are kept in the order of ``pairs``."""
         if self.client is None:
             return
         todo: dict[str, tuple[Lesson, Lesson]] = {}
         for a, b in pairs:
-            if self.verdict(a, b) is None:
+            if self.open(a, b):
                 todo.setdefault(_key(a.text, b.text), (a, b))
         replies = await asyncio.gather(*(self._decide(a, b, key) for key, (a, b) in todo.items()))
         for (key, (a, b)), reply in zip(todo.items(), replies, strict=True):
