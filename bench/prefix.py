@@ -110,7 +110,7 @@ def established(store: LibraryStore, roles: list[str], count: int) -> None:
 # -- the order before issue 14, for the side-by-side baseline
 
 
-def legacy_render_block(shared, own, *, stable=None):
+def legacy_render_block(shared, own, *, stable=None, varying=()):
     sections, shown = [], []
     for title, lessons in (("For the whole team:", shared), ("For your role:", own)):
         if lessons:

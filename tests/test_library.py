@@ -88,7 +88,7 @@ def test_what_every_rollout_shows_comes_first_and_what_varies_last():
     prefix holding every lesson they both always show (what a prompt cache reuses)."""
     g = [Lesson(id=f"global/000{i}", text=f"Global lesson {i}.") for i in (1, 2, 3)]
     own = [Lesson(id=f"solver/000{i}", text=f"Solver lesson {i}.") for i in (1, 2, 3, 4)]
-    stable = frozenset({"global/0002", "global/0003", "solver/0002", "solver/0004"})
+    stable = ("global/0002", "global/0003", "solver/0002", "solver/0004")  # in the step's order
     # rollout a shows every lesson; rollout b is not shown the ones under evaluation
     a = render_block(g, own, stable=stable)
     b = render_block([l for l in g if l.id in stable], [l for l in own if l.id in stable], stable=stable)

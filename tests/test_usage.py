@@ -261,7 +261,7 @@ def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
         for i in range(50)
     ]  # fmt: skip
     for plan in plans:
-        assert plan[0].randomized == ("solver/0002", "planner/0001") and plan[0].stable == {"solver/0001"}
+        assert plan[0].randomized == ("solver/0002", "planner/0001") and plan[0].stable == ("solver/0001",)
         hidden = [("solver/0002" in p.hidden) for p in plan]
         trials = [bool(p.trials) for p in plan]
         assert 0 < sum(hidden) < 5 and 0 < sum(trials) < 5  # every group gives a contrast
@@ -272,6 +272,31 @@ def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
     retested = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=1.0), min_tasks=5,
                              group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
     assert "solver/0001" in retested[0].randomized
+
+
+def test_retests_in_a_step_are_nested_so_every_group_shows_its_stable_lessons_in_one_order():
+    """A prompt cache reuses a prefix across the groups of a step only if their stable parts
+    agree: each group's stable lessons are a prefix of the step's order. Averaged over steps,
+    each established lesson is still retested in about ``retest`` of the groups."""
+    injected = [f"solver/{i:04d}" for i in range(1, 13)]
+    effects = {("solver", i): effect("solver", i, 0.2) for i in injected}  # all established
+    retested, groups, varied = {i: 0 for i in injected}, 0, 0
+    for step in range(200):
+        orders, stables = [], set()
+        for task in range(8):
+            plan = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(), min_tasks=5,
+                                 group_size=5, key=(0, f"e0/s{step}", f"t{task}"))  # fmt: skip
+            orders.append(plan[0].stable + plan[0].randomized)  # the order the prompt shows them in
+            stables.add(plan[0].stable)
+            for i in plan[0].randomized:
+                retested[i] += 1
+            groups += 1
+            assert set(plan[0].stable) | set(plan[0].randomized) == set(injected)
+        assert len(set(orders)) == 1, step  # one order in the step, whatever each group retests
+        varied += len(stables) > 1
+    assert varied > 180  # the groups of a step mostly retest different lessons (not one draw per step)
+    shares = [n / groups for n in retested.values()]
+    assert 0.2 < min(shares) and max(shares) < 0.4 and abs(sum(shares) / len(shares) - 0.3) < 0.03
 
 
 def test_transfer_trials_take_promising_lessons_of_other_roles():

@@ -20,12 +20,17 @@ of its class): a resumed run makes the same choices, and the rollouts record wha
 
 Shares: half the rollouts (``share`` 0.5) see an evaluating lesson: an even split makes the
 contrast of a group most precise. An established lesson is evaluated again in about a third of
-the groups (``retest``), drawn per group: the rest of the time every rollout gets it, which is
-what the lesson has earned, and what keeps the stable part of the prompt stable for prompt
-caching (``inject.render_block`` puts it first). A draw per step would keep that part the same
-across a step's tasks too, but then the contrasts of a step's tasks all share one context (the
-same other lessons under evaluation), which the interval, clustered by task, does not allow
-for: in the learning-world benchmark it promoted lessons that help one role only.
+the groups (``retest``): the rest of the time every rollout gets it, which is what the lesson
+has earned, and what keeps the stable part of the prompt stable for prompt caching
+(``inject.render_block`` puts it first). The retests of a step are nested: each step ranks a
+role's lessons at random, each group draws a cut, and a group retests the established lessons
+ranked above its cut. So every group shows its stable lessons in the step's order, each
+group's a prefix of the next one's, and a prompt cache reuses them across the step's tasks
+(bench/prefix.py: team calls 0.63 -> 0.70 of their tokens); yet the groups of a step still
+retest different lessons. (One draw for the whole step would keep that part the same too, but
+then the contrasts of a step's tasks all share one context, which the interval, clustered by
+task, does not allow for: in the learning-world benchmark it promoted lessons that help one
+role only.)
 """
 
 from __future__ import annotations
@@ -47,9 +52,11 @@ class RoleExposure(NamedTuple):
     trials: tuple[Lesson, ...]
     """Lessons of other roles shown in this rollout."""
     randomized: tuple[str, ...]
-    """The lessons whose showing to this role is randomized in this group."""
-    stable: frozenset[str]
-    """Injected lessons every rollout of the group shows (they go first in the prompt)."""
+    """The lessons whose showing to this role is randomized in this group, in the order the
+    prompt shows them: the established ones retested here in the step's order, then the rest."""
+    stable: tuple[str, ...]
+    """Injected lessons every rollout of the group shows, in the step's order (they go first
+    in the prompt, in this order)."""
 
 
 def established(effect: Effect | None, min_tasks: int) -> bool:
@@ -110,22 +117,25 @@ def plan(
     randomized as one lesson (one coin; a rollout shows all of its members or none), so that
     the contrast measures the class, not one copy beside another that stands in for it."""
     if policy.off:
-        return [RoleExposure(frozenset(), (), (), frozenset(injected))] * group_size
+        return [RoleExposure(frozenset(), (), (), tuple(sorted(injected)))] * group_size
     classes = classes or {}
     units: dict[str, list[str]] = {}
     for lesson in [*injected, *(t.id for t in trials)]:
         units.setdefault(classes.get(lesson, lesson), []).append(lesson)
-    randomized_units = [
+    step = key[:-1]  # the run's seed and the step: the same for every group of the step
+    rank = {unit: _unit(*step, role, unit, "rank") for unit in units}
+    cut = _cut(policy.retest, *key, role)
+    evaluated = {
         unit
         for unit, members in units.items()
-        if not any(m in injected for m in members)
-        or not established(effects.get((role, members[0])), min_tasks)
-        or _unit(*key, role, unit, "retest") < policy.retest
-    ]
+        if not any(m in injected for m in members) or not established(effects.get((role, members[0])), min_tasks)
+    }
+    retested = sorted((u for u in units if u not in evaluated and rank[u] >= cut), key=lambda u: (rank[u], u))
+    randomized_units = retested + [u for u in units if u in evaluated]  # the order the prompt shows them in
     shown = {unit: _chosen(group_size, policy.share, key, role, unit) for unit in randomized_units}
     randomized = [m for unit in randomized_units for m in units[unit]]
     where = {m: unit for unit in randomized_units for m in units[unit]}
-    stable = frozenset(injected) - set(randomized)
+    stable = tuple(sorted(set(injected) - set(randomized), key=lambda m: (rank[classes.get(m, m)], m)))
     return [
         RoleExposure(
             hidden=frozenset(lesson for lesson in injected if lesson in where and i not in shown[where[lesson]]),
@@ -146,6 +156,14 @@ def _chosen(size: int, share: float, *key: object) -> set[int]:
     exact = share * size
     count = min(max(math.floor(exact) + (rng.random() < exact - math.floor(exact)), 1), size - 1)
     return set(rng.sample(range(size), count))
+
+
+def _cut(retest: float, *key: object) -> float:
+    """The group's cut: an established lesson whose rank in the step (uniform in [0, 1)) is at
+    least the cut is retested. The cut is uniform with mean 1 - ``retest``, so that averaged
+    over steps each lesson is retested in a ``retest`` share of the groups."""
+    low, high = max(0.0, 1 - 2 * retest), min(1.0, 2 - 2 * retest)
+    return low + (high - low) * _unit(*key, "retest")
 
 
 def _unit(*key: object) -> float:

@@ -114,24 +114,29 @@ HEADER = "Lessons learned from earlier tasks of this kind; follow them when they
 TEAM, ROLE = "For the whole team:", "For your role:"
 
 
-def render_block(shared: list[Lesson], own: list[Lesson], *, stable: frozenset[str] | None = None) -> Block:
+def render_block(
+    shared: list[Lesson], own: list[Lesson], *, stable: tuple[str, ...] | None = None, varying: tuple[str, ...] = ()
+) -> Block:
     """The exact text placed in a role's system message, what every call shows first and what
     varies last, so that providers' prompt caches (and llama.cpp's) reuse the longest prefix:
 
-    1. the global lessons every rollout shows, then the role's own (``stable``; all of them
-       when None, as at inference), each in id order;
+    1. the global lessons every rollout shows, then the role's own (``stable``, in its order:
+       the step's, the same in every group; all of them in id order when None, as at inference);
     2. the role's lessons under evaluation and its transfer trials, which differ from rollout
-       to rollout by design (randomized exposure), continuing the role's list;
+       to rollout by design (randomized exposure), continuing the role's list (in the order of
+       ``varying``, then by id);
     3. the global lessons under evaluation, under the global heading again.
 
     Training and inference both build it here; at inference (nothing under evaluation) it is
     the global lessons then the role's, in id order."""
-    fixed = (lambda lesson: True) if stable is None else (lambda lesson: lesson.id in stable)
-    by_id = lambda lessons: sorted(lessons, key=lambda l: l.id)  # noqa: E731
+    first = {} if stable is None else {lesson: n for n, lesson in enumerate(stable)}
+    then = {lesson: n for n, lesson in enumerate(varying)}
+    fixed = (lambda lesson: True) if stable is None else (lambda lesson: lesson.id in first)
+    ordered = lambda lessons, place: sorted(lessons, key=lambda l: (place.get(l.id, len(place)), l.id))  # noqa: E731
     parts = [
-        (TEAM, by_id(l for l in shared if fixed(l))),
-        (ROLE, by_id(l for l in own if fixed(l)) + by_id(l for l in own if not fixed(l))),
-        (TEAM, by_id(l for l in shared if not fixed(l))),
+        (TEAM, ordered((l for l in shared if fixed(l)), first)),
+        (ROLE, ordered((l for l in own if fixed(l)), first) + ordered((l for l in own if not fixed(l)), then)),
+        (TEAM, ordered((l for l in shared if not fixed(l)), then)),
     ]
     sections, shown = [], []
     for title, lessons in parts:
@@ -171,4 +176,4 @@ def role_block(
         return render_block(shared, own)
     shared = [l for l in shared if l.id not in exposure.hidden]
     own = [l for l in own if l.id not in exposure.hidden] + list(exposure.trials)
-    return render_block(shared, own, stable=exposure.stable)
+    return render_block(shared, own, stable=exposure.stable, varying=exposure.randomized)
