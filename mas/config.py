@@ -23,7 +23,8 @@ class ExposurePolicy(Settings):
     share: float = Field(0.5, gt=0, lt=1)
     """Share of a group's rollouts shown a lesson under evaluation."""
     retest: float = Field(0.3, ge=0, le=1)
-    """Chance per step that a lesson which has shown it helps is evaluated again."""
+    """Share of the groups in which a lesson that has shown it helps is evaluated again (the
+    retests of a step are nested: ``mas.library.exposure``)."""
     trials: int = Field(3, ge=0)
     """Lessons of other roles shown to each role as transfer trials at once (0: no trials)."""
     off: bool = False
