@@ -19,6 +19,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient
@@ -39,8 +40,9 @@ STOPWORDS = frozenset(
 NEGATIONS = frozenset("not no never don't dont avoid without nor cannot can't neither none stop skip ignore".split())
 
 
-def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower())) - STOPWORDS
+@lru_cache(maxsize=4096)
+def words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower())) - STOPWORDS
 
 
 def overlap(a: str, b: str) -> float:
@@ -53,6 +55,7 @@ def negates(text: str) -> bool:
     return bool(words(text) & NEGATIONS)
 
 
+@lru_cache(maxsize=4096)
 def normal(text: str) -> str:
     return " ".join(text.lower().split()).rstrip(".")
 
