@@ -16,7 +16,7 @@ from mas.library import evidence, promotion, similar
 from mas.library.budget import retirements, tokens
 from mas.library.edits import apply
 from mas.library.logs import SideFiles, StepKey
-from mas.library.similar import Judge, negates
+from mas.library.similar import Judge
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.types import (
@@ -139,7 +139,7 @@ def _pairs(heads: dict[str, Version], known: dict[tuple[str, str], Effect], poli
     }  # fmt: skip
     for i, a in enumerate(lessons):
         for b in lessons[i + 1 :]:
-            if judge.candidate(a, b) or ({a.id, b.id} & promising and negates(a.text) == negates(b.text)):
+            if judge.candidate(a, b) or {a.id, b.id} & promising:
                 yield a, b
 
 

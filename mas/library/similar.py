@@ -79,11 +79,9 @@ class Judge:
         self.known: dict[str, Equivalence] = dict(self._read())
 
     def candidate(self, a: Lesson, b: Lesson) -> bool:
-        """Worth judging: not one negating what the other asserts, and either in the same
-        library (a library is small, and a paraphrase may share few words) or sharing enough
-        content words."""
-        if negates(a.text) != negates(b.text):
-            return False
+        """Worth judging by words: in the same library (a library is small, and a paraphrase
+        may share few words), or sharing enough content words. (A pair of opposite polarity is
+        never judged: ``ruled`` decides it.)"""
         return a.id.rpartition("/")[0] == b.id.rpartition("/")[0] or overlap(a.text, b.text) >= self.threshold
 
     def ruled(self, a: Lesson, b: Lesson) -> Equivalence | None:
