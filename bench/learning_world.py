@@ -30,8 +30,14 @@ words):
 Goals: share >= 0.8, precision >= 0.9, recall >= 0.8, false promotions in <= 5% of null-world
 seeds, the harmful lesson gone within 2 epochs.
 
-    .venv/bin/python bench/learning_world.py            # the full run (a few minutes)
-    .venv/bin/python bench/learning_world.py --quick    # fewer seeds
+The planted world runs 24 seeds: recall is a share of 3 lessons a seed, and over 6 seeds its
+standard error was 0.12 (it is printed beside it). ``--more-data`` adds mas at 80 tasks an
+epoch and with groups of 8 rollouts, the rest unchanged: what recall gains from more data.
+The seeds run in parallel, one process each.
+
+    .venv/bin/python bench/learning_world.py               # the full run (about 10 minutes on 2 cores)
+    .venv/bin/python bench/learning_world.py --more-data   # and with more data (about 35 minutes)
+    .venv/bin/python bench/learning_world.py --quick       # fewer seeds
 """
 
 from __future__ import annotations
@@ -40,13 +46,16 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import re
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -432,12 +441,14 @@ class Outcome:
     """Equivalence judgements (model calls) per training step, with the promotion passes'."""
 
 
-def run(seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3) -> Outcome:
+def run(
+    seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3, group_size: int = 5
+) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="world-") as folder:
-        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs)
+        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs, group_size=group_size)
 
 
-def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int) -> Outcome:
+def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int, group_size: int = 5) -> Outcome:
     world = World(seed, null=null)
     train_scenario = scenario(world, tasks, seed=seed)
     held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
@@ -445,7 +456,7 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     store.commit(
         [Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text=HARMFUL.texts[0])])]
     )
-    config = TrainConfig(epochs=epochs, seed=seed)
+    config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
     if old:
         config = config.model_copy(
             update={"exposure": ExposurePolicy(off=True), "promotion": PromotionPolicy(cadence="off")}
@@ -476,43 +487,78 @@ def _harmful_gone(store: LibraryStore) -> int | None:
     return None
 
 
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class Arm(NamedTuple):
+    label: str
+    old: bool = False
+    tasks: int = 40
+    group_size: int = 5
+
+
+ARMS = [Arm("randomized (mas)"), Arm("old rule", old=True)]
+MORE_DATA = [Arm("mas, 80 tasks", tasks=80), Arm("mas, groups of 8", group_size=8)]
+"""What more data buys, at the same settings otherwise (``--more-data``): twice the tasks an
+epoch, or groups of 8 rollouts instead of 5."""
+
+
+def _job(job: tuple[Arm, int, bool]) -> Outcome:
+    arm, seed, null = job
+    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 6 and 20")
+    parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 24 and 20")
+    parser.add_argument("--more-data", action="store_true", help="also mas with 80 tasks, and with groups of 8")
+    parser.add_argument("--workers", type=int, default=CORES, help="runs in parallel (one seed each)")
     args = parser.parse_args()
-    planted_seeds, null_seeds = (range(4), range(8)) if args.quick else (range(6), range(20))
+    planted_seeds, null_seeds = (range(4), range(8)) if args.quick else (range(24), range(20))
+    arms = ARMS + (MORE_DATA if args.more_data else [])
     started = time.perf_counter()
+    jobs = [(arm, s, False) for arm in arms for s in planted_seeds]
+    jobs += [(arm, 100 + s, True) for arm in arms for s in null_seeds]
+    with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
+        results = dict(zip(jobs, pool.map(_job, jobs), strict=True))
     table = {}
-    for label, old in (("randomized (mas)", False), ("old rule", True)):
-        outcomes = [run(s, old=old) for s in planted_seeds]
-        nulls = [run(100 + s, null=True, old=old) for s in null_seeds]
+    for arm in arms:
+        outcomes = [results[(arm, s, False)] for s in planted_seeds]
+        nulls = [results[(arm, 100 + s, True)] for s in null_seeds]
         promoted = [k for o in outcomes for k in o.promoted]
         right = sum(k in CROSS_ROLE for k in promoted)
-        found = sum(len(set(o.promoted) & CROSS_ROLE) for o in outcomes)
+        found = [len(set(o.promoted) & CROSS_ROLE) / len(CROSS_ROLE) for o in outcomes]
         gone = [o.harmful_gone for o in outcomes]
-        table[label] = {
+        recall = sum(found) / len(found)
+        spread = (
+            math.sqrt(sum((f - recall) ** 2 for f in found) / (len(found) - 1) / len(found)) if len(found) > 1 else 0
+        )
+        table[arm.label] = {
             "share": sum(o.share for o in outcomes) / len(outcomes),
             "precision": right / len(promoted) if promoted else float("nan"),
-            "recall": found / (len(CROSS_ROLE) * len(outcomes)),
+            "recall": recall,
+            "se": spread,
             "null": sum(bool(o.promoted) for o in nulls) / len(nulls),
             "harmful": max((g or 99) for g in gone),
             "promoted": len(promoted),
             "judging": sum(o.judging for o in outcomes + nulls) / len(outcomes + nulls),
         }
     print(
-        f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default settings"
+        f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default "
+        "settings (recall +- its standard error over the seeds)"
     )
     print(
-        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>7} {'null seeds w/ promotion':>24}"
+        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>12} {'null seeds w/ promotion':>24}"
         f" {'harmful gone by epoch':>22} {'judge calls/step':>17}"
     )
     for label, row in table.items():
         harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
+        recall = f"{row['recall']:.2f} +- {row['se']:.2f}"
         print(
-            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {row['recall']:>7.2f} {row['null']:>24.0%}"
+            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {recall:>12} {row['null']:>24.0%}"
             f" {harmful:>22} {row['judging']:>17.1f}"
         )
-    mine = table["randomized (mas)"]
+    mine = table[ARMS[0].label]
     goals = [
         ("share of achievable gain >= 0.8", mine["share"] >= 0.8),
         ("promotion precision >= 0.9", mine["precision"] >= 0.9),
