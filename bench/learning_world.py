@@ -49,6 +49,7 @@ import math
 import os
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -448,7 +449,7 @@ def run(
         return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs, group_size=group_size)
 
 
-def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int, group_size: int = 5) -> Outcome:
+def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int, group_size: int) -> Outcome:
     world = World(seed, null=null)
     train_scenario = scenario(world, tasks, seed=seed)
     held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
@@ -529,10 +530,8 @@ def main() -> int:
         right = sum(k in CROSS_ROLE for k in promoted)
         found = [len(set(o.promoted) & CROSS_ROLE) / len(CROSS_ROLE) for o in outcomes]
         gone = [o.harmful_gone for o in outcomes]
-        recall = sum(found) / len(found)
-        spread = (
-            math.sqrt(sum((f - recall) ** 2 for f in found) / (len(found) - 1) / len(found)) if len(found) > 1 else 0
-        )
+        recall = statistics.fmean(found)
+        spread = statistics.stdev(found) / math.sqrt(len(found)) if len(found) > 1 else 0.0
         table[arm.label] = {
             "share": sum(o.share for o in outcomes) / len(outcomes),
             "precision": right / len(promoted) if promoted else float("nan"),
