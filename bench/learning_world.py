@@ -30,6 +30,12 @@ words):
 Goals: share >= 0.8, precision >= 0.9, recall >= 0.8, false promotions in <= 5% of null-world
 seeds, the harmful lesson gone within 2 epochs.
 
+Printed beside recall: the recall reachable with each run's own evidence, that is the planted
+cross-role lessons that mas's estimate, tested once at the end of the run and knowing every twin,
+shows helping each of their roles, at the level of mas's last look and with all of alpha at one
+look (``reachable``). It says how much the data held: at 40 tasks, 0.72 with all of alpha at one
+look, so recall 0.8 is out of reach of any test of this estimate at this error rate.
+
 The planted world runs 24 seeds: recall is a share of 3 lessons a seed, and over 6 seeds its
 standard error was 0.12 (it is printed beside it). ``--more-data`` adds mas at 80 tasks an
 epoch and with groups of 8 rollouts, the rest unchanged: what recall gains from more data.
@@ -61,7 +67,7 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
-from mas.library import promotion
+from mas.library import evidence, promotion
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
@@ -440,6 +446,9 @@ class Outcome:
     """The epoch after which the planted harmful lesson had left the solver's library (1-based)."""
     judging: float = 0.0
     """Equivalence judgements (model calls) per training step, with the promotion passes'."""
+    reachable: dict[float, int] = field(default_factory=dict)
+    """Level -> planted cross-role lessons that one test at that level, on the evidence the
+    run gathered and knowing every twin, would have found helping each of their roles."""
 
 
 def run(
@@ -478,7 +487,43 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     empty = world.true_success({}, held)
     share = (world.true_success(heads, held) - empty) / max(world.best(held) - empty, 1e-9)
     promoted = [world.identity.get(_norm(m.text), ("?", False))[0] for m in moves if m.kind == "promote"]
-    return Outcome(share, promoted, _harmful_gone(store), judging)
+    return Outcome(share, promoted, _harmful_gone(store), judging, {} if old else reachable(world, store))
+
+
+LEVELS = (evidence.spent(0.05, 3), 0.05)
+"""The levels of the reachable bound: that of mas's third look (alpha spent across three
+looks), and all of alpha at one look."""
+
+
+def reachable(world: World, store: LibraryStore, levels: tuple[float, ...] = LEVELS) -> dict[float, int]:
+    """How many planted cross-role lessons the run's own randomized evidence shows helping
+    every one of their roles, by one test at each level with the world's knowledge of twins
+    (every paraphrase of a lesson, in any library, counted as one treatment), after the run.
+
+    It is what mas's estimate, tested once at the end of the run, could show with the data the
+    run gathered; mas tests it at three looks, the third at ``LEVELS[0]``, and must find the
+    twins itself. A lesson this test misses at 0.05, all of alpha at one look, is one that no
+    single test of this estimate at mas's alpha could promote from these data. (An early look
+    can still pass a lesson whose effect the later, fuller libraries wear down, so the bound
+    holds on average, not seed by seed.)"""
+    twins = {}
+    for library in store.libraries():
+        for lesson in (l for version in store.versions(library) for l in version.lessons):
+            key, negated = world.identity.get(_norm(lesson.text), ("", True))
+            if key in CROSS_ROLE and not negated:
+                twins[lesson.id] = key
+    tallies = evidence.contrasts(SideFiles(store.path).usage, classes=twins)  # a defaultdict
+    least = PromotionPolicy().min_tasks
+
+    def helps(role: str, key: str, level: float) -> bool:
+        e = evidence.effect_of(role, key, tallies[(role, key)], level)
+        return e.tasks >= least and e.lcb > 0
+
+    cross = [p for p in PLANTED if p.key in CROSS_ROLE]
+    return {
+        level: sum(all(helps(role, p.key, level) for role, v in p.effect.items() if v > 0) for p in cross)
+        for level in levels
+    }
 
 
 def _harmful_gone(store: LibraryStore) -> int | None:
@@ -541,6 +586,10 @@ def main() -> int:
             "harmful": max((g or 99) for g in gone),
             "promoted": len(promoted),
             "judging": sum(o.judging for o in outcomes + nulls) / len(outcomes + nulls),
+            "reachable": {
+                level: statistics.fmean(o.reachable[level] / len(CROSS_ROLE) for o in outcomes)
+                for level in (LEVELS if not arm.old else ())
+            },
         }
     print(
         f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default "
@@ -557,6 +606,11 @@ def main() -> int:
             f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {recall:>12} {row['null']:>24.0%}"
             f" {harmful:>22} {row['judging']:>17.1f}"
         )
+    print("recall reachable with each run's own evidence (its estimate tested once, at the end, knowing every twin):")
+    for label, row in table.items():
+        if row["reachable"]:
+            levels = ", ".join(f"{share:.2f} at level {level:.2f}" for level, share in row["reachable"].items())
+            print(f"  {label:<18} {levels}")
     mine = table[ARMS[0].label]
     goals = [
         ("share of achievable gain >= 0.8", mine["share"] >= 0.8),
