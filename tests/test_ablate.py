@@ -10,9 +10,9 @@ from mas.studies.ablate import VARIANTS, ablate
 
 def test_every_variant_runs_and_is_compared_with_no_library(maths, tmp_path):
     rows = asyncio.run(ablate(
-        maths, client=FakeClient(), folder=tmp_path,
+        maths, client=FakeClient(), run_dir=tmp_path,
         train_config=TrainConfig(tasks=8), eval_config=EvalConfig(tasks=6),
-    ))  # fmt: skip
+    )).rows  # fmt: skip
     assert [r.variant for r in rows] == list(VARIANTS)
     assert rows[0].lessons == 0 and rows[0].delta.value == 0
     by_name = {r.variant: r for r in rows}
