@@ -54,7 +54,7 @@ def check(run_dir: Path, settings: dict, names: dict[str, str] = NAMES) -> dict 
     changed += [name for key, name in names.items() if key in before and before[key] != settings.get(key)]
     if changed:
         raise UserError(
-            f"{run_dir / 'run.json'}: this run was started with other settings ({', '.join(changed)}); "
+            f"{run_dir / 'run.json'}: this run was started with other settings ({', '.join(dict.fromkeys(changed))}); "
             "use a new --run-dir"
         )
     return None
