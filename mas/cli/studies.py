@@ -6,7 +6,6 @@ one of them runs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,10 +13,11 @@ import typer
 
 from mas import paths, runs
 from mas.cli import interrupt
-from mas.cli.commands import LibraryOpt, TestFile, UnsafePython, _allow_unsafe_python, _note, err, out
+from mas.cli.commands import LibraryOpt, TestFile, UnsafePython, _allow_unsafe_python, _note, err
 from mas.cli.flags import RunFlags, run_flags
 from mas.cli.options import option, settings
 from mas.cli.sources import AnswerField, QuestionField, Reward, ScenarioArg, TasksFile, Team, scenario_from
+from mas.cli.tables import print_ablation, print_eval, print_transfer
 from mas.config import ABLATIONS, EvalConfig, TrainConfig
 from mas.errors import UserError
 
@@ -117,7 +117,9 @@ def eval_command(
 
     results, stopped = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
     labels = [Path(str(path)).name if path else "none" for _, path, _, _ in plan][: len(results)]
-    _print_eval(spec, labels, results, config, price, stopped, run_dir, as_json)
+    print_eval(
+        spec, results, labels=labels, config=config, price=price, stopped=stopped, run_dir=run_dir, as_json=as_json
+    )
 
 
 def _libraries(library, compare, no_library, name, as_json) -> list[tuple[str, Path]]:
@@ -155,36 +157,6 @@ async def _evaluations(study, plan, tasks: int, as_json: bool) -> list[EvalResul
             break
         results.append(result)
     return results
-
-
-def _print_eval(spec, labels, results, config, price, stopped, run_dir, as_json) -> None:
-    from rich.table import Table
-
-    from mas.cost import stage_costs
-    from mas.studies.evaluate import compare
-
-    if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
-        if stopped:
-            err.print(f"stopped early: {stopped}", markup=False, highlight=False)
-        return
-    table = Table("", *labels)
-    table.add_row("injected", *(r.library for r in results))
-    table.add_row(f"Mean@{config.k}", *(str(r.mean_at_k) for r in results))
-    table.add_row(f"Pass@{config.k}", *(str(r.pass_at_k) for r in results))
-    table.add_row("vs none (paired)", "", *(str(compare(r, results[0], seed=config.seed)) for r in results[1:]))
-    for role in spec.role_names:
-        table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
-    for role in spec.role_names:
-        table.add_row(f"tokens, {role}", *(r.tokens[role].format(".0f") for r in results))
-    if price.known:
-        table.add_row("cost $", *(f"{sum(stage_costs(r.calls, price).values()):.4f}" for r in results))
-    out.print(table)
-    tasks = len(results[0].tasks) if results else 0
-    out.print(f"{tasks} held-out tasks ({spec.split}), k={config.k}; per rollout; [95% bootstrap interval over tasks]")
-    if stopped:
-        out.print(f"stopped early: {stopped}", markup=False, highlight=False)
-    out.print(f"run in {run_dir}", markup=False, highlight=False)
 
 
 @app.command("transfer")
@@ -227,7 +199,7 @@ def transfer_command(
         raise UserError(f"{path}: no such library file")
     store = _store(path)
     if from_trials:
-        _print_transfer(spec.role_names, from_trials_of(spec.role_names, SideFiles(path).usage), as_json)
+        print_transfer(spec.role_names, from_trials_of(spec.role_names, SideFiles(path).usage), as_json=as_json)
         return
     heads = store.heads()
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, seed=seed, **run.limits()), store)
@@ -237,14 +209,15 @@ def transfer_command(
     _no_learning(run, "transfer", as_json)
     run_dir = run_dir or paths.new_run_dir(f"transfer-{spec.name}")
     runs.check(run_dir, recorded(spec, heads, config, model_name=clients.label, library=path), job.NAMES)
-    result = interrupt.run(
-        _transfer(spec, run, clients, heads, config, run_dir=run_dir, library=path, price=price, as_json=as_json),
-        resume=f"run the same command with --run-dir {run_dir} to resume",
-    )
-    _print_transfer(spec.role_names, result, as_json, run_dir=run_dir, price=price)
+    work = _transfer(
+        spec, run, clients=clients, heads=heads, config=config, run_dir=run_dir, library=path, price=price,
+        as_json=as_json,
+    )  # fmt: skip
+    result = interrupt.run(work, resume=f"run the same command with --run-dir {run_dir} to resume")
+    print_transfer(spec.role_names, result, as_json=as_json, run_dir=run_dir, price=price)
 
 
-async def _transfer(spec, run: RunFlags, clients, heads, config, *, run_dir, library, price, as_json):
+async def _transfer(spec, run: RunFlags, *, clients, heads, config, run_dir, library, price, as_json):
     from mas.cli.progress import bars, wanted
     from mas.studies.transfer import planned_runs, transfer
 
@@ -257,31 +230,6 @@ async def _transfer(spec, run: RunFlags, clients, heads, config, *, run_dir, lib
                 library=library, price=price, on_run=lambda label: bar.console.print(f"eval: {label}"),
                 on_task=lambda: bar.advance(job),
             )  # fmt: skip
-
-
-def _print_transfer(roles: list[str], result, as_json: bool, run_dir: Path | None = None, price=None) -> None:
-    from rich.table import Table
-
-    if as_json:
-        print(result.model_dump_json(indent=1))
-        return
-    title = (
-        f"success-rate change when shown, from transfer trials over {result.tasks} tasks, 95% CI"
-        if result.source == "trials"
-        else f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI"
-    )
-    table = Table("lessons of \\ into", *roles, title=title)
-    for a in roles:
-        cells = {c.target: c for c in result.cells if c.source == a}
-        shown = (cells.get(b) for b in roles)
-        table.add_row(a, *(f"{c.delta:+.2f} [{c.low:+.2f},{c.high:+.2f}]" if c else "-" for c in shown))
-    out.print(table)
-    if price is not None and price.known:
-        out.print(f"cost $ {result.cost_usd:.4f}", markup=False, highlight=False)
-    if result.stopped:
-        out.print(f"stopped early: {result.stopped}", markup=False, highlight=False)
-    if run_dir is not None:
-        out.print(f"run in {run_dir}", markup=False, highlight=False)
 
 
 @app.command("ablate")
@@ -322,11 +270,12 @@ def ablate_command(
     price = run.price(clients)
     run_dir = run_dir or paths.new_run_dir(f"ablate-{spec.name}")
     runs.check(run_dir, recorded(spec, chosen, train_config, eval_config, model_name=clients.label), job.NAMES)
-    done = interrupt.run(
-        _ablate(spec, run, clients, chosen, train_config, eval_config, run_dir=run_dir, price=price, as_json=as_json),
-        resume=f"run the same command with --run-dir {run_dir} to resume",
-    )
-    _print_ablation(spec, done, tasks=tasks, test_tasks=test_tasks, k=eval_config.k, run_dir=run_dir, as_json=as_json)
+    work = _ablate(
+        spec, run, clients=clients, chosen=chosen, train_config=train_config, eval_config=eval_config,
+        run_dir=run_dir, price=price, as_json=as_json,
+    )  # fmt: skip
+    done = interrupt.run(work, resume=f"run the same command with --run-dir {run_dir} to resume")
+    print_ablation(spec, done, tasks=tasks, test_tasks=test_tasks, k=eval_config.k, run_dir=run_dir, as_json=as_json)
 
 
 def _variants(given: str | None) -> list[str]:
@@ -337,7 +286,7 @@ def _variants(given: str | None) -> list[str]:
     return chosen if "no library" in chosen else ["no library", *chosen]
 
 
-async def _ablate(spec, run: RunFlags, clients, chosen, train_config, eval_config, *, run_dir, price, as_json):
+async def _ablate(spec, run: RunFlags, *, clients, chosen, train_config, eval_config, run_dir, price, as_json):
     from mas.cli.progress import bars, wanted
     from mas.studies.ablate import ablate, planned_rollouts
 
@@ -351,22 +300,3 @@ async def _ablate(spec, run: RunFlags, clients, chosen, train_config, eval_confi
                 on_variant=lambda name: bar.console.print(f"ablation: {name}"),
                 on_rollout=lambda n: bar.advance(job, n),
             )  # fmt: skip
-
-
-def _print_ablation(spec, done, *, tasks: int, test_tasks: int, k: int, run_dir: Path, as_json: bool) -> None:
-    from rich.table import Table
-
-    if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in done.rows], indent=1))
-        if done.stopped:
-            err.print(f"stopped early: {done.stopped}", markup=False, highlight=False)
-        return
-    title = f"{spec.name}: {tasks} training tasks, {test_tasks} held-out"
-    table = Table("variant", f"Mean@{k}", "vs no library (paired)", "lessons", "cost $", title=title)
-    for r in done.rows:
-        delta = "" if r.variant == "no library" else str(r.delta)
-        table.add_row(r.variant, str(r.mean_at_k), delta, str(r.lessons), f"{r.cost_usd:.4f}")
-    out.print(table)
-    if done.stopped:
-        out.print(f"stopped early: {done.stopped}", markup=False, highlight=False)
-    out.print(f"run in {run_dir}", markup=False, highlight=False)
