@@ -115,3 +115,37 @@ def test_a_budget_stops_a_study_cleanly_and_a_larger_one_goes_on(trained, tmp_pa
 def test_executor_is_local_only(capsys, monkeypatch):
     code, _, err = cli(["eval", "maths", "--model", "fake", "--executor", "ray"], capsys, monkeypatch)
     assert code == 2 and "--executor" in err and "'ray' is not one of 'local'" in err
+
+
+TWINS = [
+    "Check the units of every quantity before adding them.",
+    "Before adding quantities, check the units of every one.",
+    "Write the whole expression with its parentheses before computing.",
+    "Before computing, write the whole expression with parentheses.",
+]
+
+
+def judging_calls(tmp_path, name: str, *extra: str) -> tuple[int, str]:
+    """The model calls of ``mas promote`` on a fresh copy of a library of near-twins."""
+    from mas.library.store import LibraryStore
+    from mas.types import Lesson, Version
+    from tests.test_study_crash import calls
+    from tests.test_study_runs import run_counting
+
+    store = LibraryStore(tmp_path / name / "lib.json")
+    lessons = [Lesson(id=f"solver/{i:04d}", text=text) for i, text in enumerate(TWINS, 1)]
+    store.commit([Version(library="solver", number=1, next_id=len(TWINS) + 1, lessons=lessons)])
+    done = run_counting(["promote", str(store.path), *extra], tmp_path / f"{name}.calls")
+    return sum(calls(tmp_path / f"{name}.calls").values()), done.stdout
+
+
+def test_promote_judges_with_the_model_it_is_given_within_its_budget(tmp_path):
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[prices]\n"fake" = [1000.0, 2000.0]\n')
+    assert judging_calls(tmp_path, "plain")[0] == 0  # no model named: only earlier judgements count
+    judged, said = judging_calls(tmp_path, "judged", "--model", "fake", "--concurrency", "1", "--prices", str(prices))
+    assert judged > 1 and "judging cost $" in said
+    capped, _ = judging_calls(
+        tmp_path, "capped", "--model", "fake", "--concurrency", "1", "--prices", str(prices), "--budget-usd", "0.0001"
+    )
+    assert capped == 1  # the first call spends the budget; no other is made
