@@ -77,7 +77,7 @@ async def ablate(
         scenario, client=client, journal=job.open_journal(run_dir, settings), price=price,
         budget_usd=eval_config.budget_usd, on_task=lambda score: on_rollout(len(score.rewards)),
     )  # fmt: skip
-    learn = _Learning(scenario, study, learner or client, train_config, model_name, on_rollout)
+    learn = _Learning(scenario, study, learner, train_config, model_name, on_rollout)
     rows, results = [], {}
     for name in variants:
         if study.over():
@@ -120,8 +120,10 @@ class _Learning:
         """The variant's libraries in ``store``; their cost, added to the study's spending (a
         training stopped by the budget stops the study)."""
         change, study = VARIANTS[name], self.study
+        cost, stopped = 0.0, None
         if change == "direct":
-            cost = await _direct(self.scenario, self.learner, store, self.config, study.price, study.journal)
+            learner = self.learner or study.client
+            cost = await _direct(self.scenario, learner, store, self.config, study.price, study.journal)
         elif change is not None:
             left = None if study.budget_usd is None else study.budget_usd - study.spent
             config = ablated(self.config, change).model_copy(update={"budget_usd": left})
@@ -129,10 +131,10 @@ class _Learning:
                 self.scenario, client=study.client, store=store, run_dir=store.path.parent / "run", config=config,
                 model_name=self.model_name, price=study.price, learner=self.learner, on_rollout=self.on_rollout,
             )  # fmt: skip
-            cost, study.stopped = done.cost_usd, done.stopped
-        else:
-            cost = 0.0
+            cost, stopped = done.cost_usd, done.stopped
         study.spent += cost
+        if stopped:
+            study.over()  # says so with the ablation's spending, not the variant's
         return cost
 
 
