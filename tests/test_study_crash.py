@@ -93,8 +93,8 @@ def calls(log: Path) -> Counter:
 
 
 def table(stdout: str) -> str:
-    """The output but the line naming the run folder."""
-    return "\n".join(line for line in stdout.splitlines() if not line.startswith("run in "))
+    """The output but the lines naming the run folder."""
+    return "\n".join(line for line in stdout.splitlines() if not line.startswith(("run in ", "starting ", "resuming ")))
 
 
 def run_to_the_end(args: list[str], log: Path) -> str:

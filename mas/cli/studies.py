@@ -46,6 +46,14 @@ def _scenario(scenario, *, team, tasks_file, reward, question_field, answer_fiel
     )  # fmt: skip
 
 
+def _starting(run_dir: Path, as_json: bool) -> None:
+    """Where the study runs, before it does: killed, the same command with it resumes it."""
+    from mas.cli.summary import near
+
+    if not as_json:
+        _note(f"{'resuming' if (run_dir / 'run.json').is_file() else 'starting'} {near(run_dir)}")
+
+
 def _no_learning(run: RunFlags, command: str, as_json: bool) -> None:
     if run.learner_config is not None and not as_json:
         _note(f"--learner-config is not used: mas {command} makes no learning calls")
@@ -106,6 +114,7 @@ def eval_command(
     libraries = {key: job.library(path, heads) for key, path, heads, _ in plan}
     recorded = job.settings("eval", spec, model=clients.label, config=config, libraries=libraries)
     runs.check(run_dir, recorded, job.NAMES)  # before anything is written
+    _starting(run_dir, as_json)
 
     async def main():
         async with run.open(clients) as (client, _):
@@ -209,6 +218,7 @@ def transfer_command(
     _no_learning(run, "transfer", as_json)
     run_dir = run_dir or paths.new_run_dir(f"transfer-{spec.name}")
     runs.check(run_dir, recorded(spec, heads, config, model_name=clients.label, library=path), job.NAMES)
+    _starting(run_dir, as_json)
     work = _transfer(
         spec, run, clients=clients, heads=heads, config=config, run_dir=run_dir, library=path, price=price,
         as_json=as_json,
@@ -270,6 +280,7 @@ def ablate_command(
     price = run.price(clients)
     run_dir = run_dir or paths.new_run_dir(f"ablate-{spec.name}")
     runs.check(run_dir, recorded(spec, chosen, train_config, eval_config, model_name=clients.label), job.NAMES)
+    _starting(run_dir, as_json)
     work = _ablate(
         spec, run, clients=clients, chosen=chosen, train_config=train_config, eval_config=eval_config,
         run_dir=run_dir, price=price, as_json=as_json,
