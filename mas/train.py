@@ -23,7 +23,7 @@ from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
 from mas.errors import UserError
 from mas.journal import Journal, records
-from mas.library import hierarchy
+from mas.library import hierarchy, pending
 from mas.library.edits import apply
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
@@ -102,7 +102,10 @@ async def train(
                 _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
             # The versions the run starts from: its report tells its own history from later runs'.
             _write_run(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
-        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
+        result = await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
+        if pending.settle(store):  # decisions taken during the last step: in the library before the run lets go
+            result = result.model_copy(update={"heads": store.heads()})
+        return result
 
 
 async def _train(
@@ -168,6 +171,7 @@ async def _step(
     the promotion pass when it is due."""
     started, meter = time.perf_counter(), Meter()
     client, learner = clients
+    pending.settle(store)  # review decisions taken since the last step: this step sees them
     before = _endpoints(client, learner)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     # A lesson counts as established only by the bound the next promotion pass will use.
@@ -201,7 +205,12 @@ async def _step(
     groups = [group for group, _, _ in learned]
     advantages = [adv for _, _, adv in learned if adv is not None]
     versions, refused = await _edit(ctx, groups, advantages)
-    if not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
+    held = 0
+    if config.review:
+        held = pending.hold(
+            store, provenance, versions, learned, heads=heads, route=config.route, limit=config.max_lessons
+        )
+    elif not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
         store.commit([v for v in versions if v.edits])
     events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
     hierarchy.record_usage(store, events, provenance)
@@ -230,7 +239,8 @@ async def _step(
         groups=len(groups),
         informative=informative,
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
-        applied={v.library: len(v.edits) for v in versions},
+        applied={v.library: len(v.edits) for v in versions if not config.review},
+        pending=held,
         rejected={v.library: v.rejected for v in versions if v.rejected},
         retired={v.library: len(v.edits) for v in retired},
         pruned=len(pruned) + sum(m.kind == "merge" for m in moves),
@@ -370,6 +380,7 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     if before is None:
         return settings
     old = before.get("config") if isinstance(before.get("config"), dict) else {}
+    old = {**TrainConfig().model_dump(mode="json"), **old}  # a setting added since the run started: its default
     changed = sorted(k for k in settings["config"] if k not in FREE_ON_RESUME and old.get(k) != settings["config"][k])
     changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
     changed += [  # runs started before the digests were kept have none to compare

@@ -90,6 +90,7 @@ def train_command(
     max_lessons: int = option(TrainConfig, "max_lessons"),
     shuffle: bool = option(TrainConfig, "shuffle", "--shuffle/--no-shuffle"),
     fresh: bool = option(TrainConfig, "fresh", "--fresh"),
+    review: bool = option(TrainConfig, "review", "--review"),
     rollout_timeout: float = option(TrainConfig, "rollout_timeout"),
     concurrency: int = option(TrainConfig, "concurrency"),
     call_timeout: float = option(TrainConfig, "call_timeout"),
@@ -136,7 +137,7 @@ def train_command(
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
         concurrency=concurrency, seed=seed, ground_truth=ground_truth, budget_usd=budget_usd,
-        call_timeout=call_timeout, retries=retries, fresh=fresh,
+        call_timeout=call_timeout, retries=retries, fresh=fresh, review=review,
         budget=Budget(inject=inject) if inject else None,
         promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
@@ -174,6 +175,11 @@ def train_command(
     refused = refused_line(result.steps)
     _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {near(store.path)} --rejected")
     _tell(failed_line(result.steps))
+    if config.review:
+        from mas.library.pending import queue
+
+        waiting = sum(held.open for held in queue(store))
+        _tell(f"{count(waiting, 'held edit')} waiting for review: mas library review {near(store.path)}")
     if not any(v.lessons for v in result.heads.values()):
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     print_lessons(result.heads)
@@ -481,6 +487,7 @@ def report_command(
 
 def _step_line(r: StepReport) -> str:
     applied = ", ".join(f"{k} {v} edits" for k, v in r.applied.items()) or "no edits"
+    applied += f", {r.pending} held for review" if r.pending else ""
     refused = sum(len(v) for v in r.rejected.values())
     applied += f" ({refused} refused)" if refused else ""
     applied += "".join(

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` start
     from mas.library.store import LibraryStore
     from mas.types import Provenance
 
-library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
+library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export, review and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 app = typer.Typer(rich_markup_mode=None)
 """``mas library`` and ``mas graph``, for ``mas.cli.main`` to list under ``mas``."""
@@ -245,7 +245,9 @@ def describe(p: Provenance) -> str:
     """Where a version came from, in one line: ``run r1, epoch 0, step 2, model fake, tasks a, b``;
     a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...)."""
     parts = [f"run {p.run}", f"epoch {p.epoch}", f"step {p.step}"]
-    parts += [] if p.stage == "edit" else [f"by {p.stage}"]
+    parts += [] if p.stage in ("edit", "review") else [f"by {p.stage}"]
+    if p.stage == "review":
+        parts.append(f"held #{p.pending}, decided in review by {p.by}" + (f" ({p.why})" if p.why else ""))
     parts += [f"model {p.model}"] if p.model else []
     parts += [f"tasks {', '.join(p.task_ids)}"] if p.task_ids else []
     return ", ".join(parts)
@@ -344,3 +346,6 @@ def library_recover(which: Which) -> None:
     for path, n in aside.items():
         if n:
             say(f"{path}: set {n} bad line{'s' * (n > 1)} aside in {path}.bad")
+
+
+from mas.cli import review as _review  # noqa: E402, F401  (declares ``mas library review`` on library_app)

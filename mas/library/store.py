@@ -26,7 +26,7 @@ from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
-from mas.types import GLOBAL, SCHEMA_VERSION, Budget, Version
+from mas.types import GLOBAL, REVIEW_SCHEMA, Budget, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
     import filelock
@@ -40,6 +40,10 @@ class CorruptLibrary(UserError):
 
 class NotCorrupt(UserError):
     """``recover()`` of a library file that needs no recovery."""
+
+
+class InUse(UserError):
+    """The library is held by another process (``LibraryStore.exclusive``)."""
 
 
 def _dumps(data: Any) -> str:
@@ -81,7 +85,7 @@ def _validate(path: Path, docs: list[dict]) -> list[Version]:
     out: list[Version] = []
     for i, doc in enumerate(docs, 1):
         schema = doc.get("schema_version")
-        if isinstance(schema, int) and schema > SCHEMA_VERSION:
+        if isinstance(schema, int) and schema > REVIEW_SCHEMA:
             raise UserError(f"{path}: written by a newer mas (schema {schema}); upgrade mas")
         try:
             out.append(Version.model_validate(dict(doc), strict=True))  # strict: `true` is no number
@@ -257,8 +261,14 @@ class LibraryStore:
         )
 
     def trained_on(self) -> set[str]:
-        """The ids of every task any training step of these libraries learned from."""
-        return {i for v in self._load() if v.provenance and v.provenance.stage == "edit" for i in v.provenance.task_ids}
+        """The ids of every task any training step of these libraries learned from (a step whose
+        edits were held for review, once a decision on one of them is in the library)."""
+        return {
+            i
+            for v in self._load()
+            if v.provenance and v.provenance.stage in ("edit", "review")
+            for i in v.provenance.task_ids
+        }
 
     def composition(self) -> Budget | None:
         """The prompt composition (injection and budgets) the libraries were last trained with."""
@@ -295,7 +305,7 @@ class LibraryStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._held.acquire(timeout=0)
         except filelock.Timeout:
-            raise UserError(
+            raise InUse(
                 f"{self.path}: in use by another mas process (a training run, or a rollback, promote, recover or "
                 "graph export); wait for it to finish or use another library file"
             ) from None
