@@ -182,6 +182,15 @@ def test_deciding_twice_is_refused(lib):
     assert snapshot(lib.parent) == before
 
 
+def test_an_edit_the_library_cannot_take_now_is_refused(lib):
+    """#2 repeats #1's lesson: once #1 is in the library, accepting #2 is refused (reject or edit it)."""
+    assert mas("library", "review", str(lib), "--accept", "1").returncode == 0
+    before = snapshot(lib.parent)
+    done = mas("library", "review", str(lib), "--accept", "2")
+    assert done.returncode == 2 and "--accept 2: duplicate of solver/0001; reject it, or edit its text" in done.stderr
+    assert snapshot(lib.parent) == before
+
+
 def test_damaged_queue_or_reviews_log_is_named(lib):
     side = SideFiles(lib)
     side.reviews.write_text('{"id": 1, "verdict": "maybe", "by": "x"}\n')
@@ -240,32 +249,43 @@ def test_versions_no_review_made_are_written_as_before(maths, tmp_path):
     assert docs and all(d["schema_version"] == 1 and not {"pending", "by", "why"} & set(d["provenance"]) for d in docs)
 
 
-def pending_lines(folder: Path) -> list[dict]:
+def held_steps(folder: Path) -> list[dict]:
     path = SideFiles(folder / "lib.json").pending.path
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line.endswith("}")]
 
 
 def test_sigkill_then_resume_holds_no_edit_twice(tmp_path):
-    """Killed at random points of the journal, resumed: the queue is the uninterrupted run's."""
+    """Killed at random points of the journal, and right after each step held its edits (before
+    its report is journaled), resumed: the queue is the uninterrupted run's."""
     args = [*MAS, "train", "maths", "--model", "fake:0.01", "--tasks", "12", "--batch-size", "4", "--review"]
+    killed = tmp_path / "killed"
 
     def start(name):
         folder = tmp_path / name
         command = [*args, "--library", str(folder / "lib.json"), "--run-dir", str(folder / "run")]
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
-    assert start("whole").wait(timeout=120) == 0
-    total = len(journal(tmp_path / "whole" / "run"))
-    for at in sorted(random.Random(3).sample(range(2, total - 2), 6)):
+    def kill_when(reached) -> None:
         process = start("killed")
-        while len(journal(tmp_path / "killed" / "run")) < at and process.poll() is None:
-            time.sleep(0.002)
+        while not reached() and process.poll() is None:
+            time.sleep(0.001)
         assert process.poll() is None, "the run ended before the kill point"
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
-        pending.queue(LibraryStore(tmp_path / "killed" / "lib.json"))  # never left unreadable
+        pending.queue(LibraryStore(killed / "lib.json"))  # never left unreadable
+
+    assert start("whole").wait(timeout=120) == 0
+    total = len(journal(tmp_path / "whole" / "run"))
+    for at in sorted(random.Random(3).sample(range(2, total - 2), 3)):
+        kill_when(lambda at=at: len(journal(killed / "run")) >= at)
+    caught = 0
+    for steps in (1, 2, 3):
+        kill_when(lambda steps=steps: len(held_steps(killed)) >= steps)
+        caught += len(held_steps(killed)) > len(journal(killed / "run", "step"))
+    assert caught, "no kill fell between a step holding its edits and its report"
     assert start("killed").wait(timeout=120) == 0
-    whole, killed = pending_lines(tmp_path / "whole"), pending_lines(tmp_path / "killed")
-    assert killed == whole and whole
-    ids = [e["id"] for line in killed for e in line["items"][0]["edits"]]
+    whole, after = held_steps(tmp_path / "whole"), held_steps(killed)
+    assert after == whole and whole
+    ids = [e["id"] for line in after for e in line["items"][0]["edits"]]
     assert ids == list(range(1, len(ids) + 1))
