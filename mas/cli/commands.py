@@ -32,6 +32,7 @@ from mas.cli.sources import (
     models,
     scenario_from,
 )
+from mas.cli.tracking import Track, log_ablate, log_eval, log_transfer, stopping, tracker, training
 from mas.config import ABLATIONS, PRESETS, EvalConfig, PromotionPolicy, TrainConfig, train_config
 from mas.errors import UserError
 from mas.redact import redact
@@ -117,6 +118,7 @@ def train_command(
     model_config: ModelConfig = None,
     learner_config: LearnerConfig = None,
     reasoning: Reasoning = None,
+    track: Track = None,
 ) -> None:
     """Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."""
     from mas.cli.progress import bars, wanted
@@ -150,6 +152,7 @@ def train_command(
     heads = store.heads()  # a corrupt library file stops us here, before anything is written
     run_dir = run_dir or paths.new_run_dir(spec.name)
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
+    tracked = training(track, spec.name, run_dir, steps_per_epoch=steps // config.epochs, roles=spec.role_names)
     _tell(starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
 
     async def main():
@@ -163,11 +166,14 @@ def train_command(
                 return await train(
                     spec, client=counted, store=store, run_dir=run_dir, config=config, model_name=clients.label,
                     price=price, learner=learner,
-                    on_step=lambda report: bar.console.print(_step_line(report)),
+                    on_step=lambda report: _stepped(bar, report, tracked),
                     on_rollout=lambda n: bar.advance(job, n),
                 )  # fmt: skip
 
-    result = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
+    with stopping(tracked):
+        result = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
+    if tracked is not None:
+        tracked.stop("FINISHED", store)
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {clients.label!r}; see --prices)"
     out.print(f"run {result.run}: {count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
     if result.stopped:
@@ -215,6 +221,7 @@ def eval_command(
     answer_field: AnswerField = "answer",
     model_config: ModelConfig = None,
     reasoning: Reasoning = None,
+    track: Track = None,
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds.
 
@@ -256,6 +263,7 @@ def eval_command(
         store = LibraryStore(path)
         check_held_out(scored, store)
         runs.append((str(path), store.heads(), library_config(config, store)))
+    tracking = tracker(track, spec.name)
 
     async def main():
         async with clients.open(
@@ -273,6 +281,10 @@ def eval_command(
             return results
 
     results: list[EvalResult] = interrupt.run(main())
+    log_eval(
+        tracking, labels=[Path(label).name for label, _, _ in runs], results=results,
+        params=_params(spec, clients.label, libraries=[label for label, _, _ in runs], config=config),
+    )  # fmt: skip
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
         return
@@ -317,6 +329,7 @@ def transfer_command(
     answer_field: AnswerField = "answer",
     model_config: ModelConfig = None,
     reasoning: Reasoning = None,
+    track: Track = None,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
     with --from-trials, the change in success rate the randomized transfer trials measured)."""
@@ -337,12 +350,11 @@ def transfer_command(
     if not path.exists():
         raise UserError(f"{path}: no such library file")
     store = LibraryStore(path)
+    tracking = tracker(track, spec.name)
     if from_trials:
-        _print_transfer(
-            spec.role_names,
-            from_trials_of(spec.role_names, SideFiles(path).usage),
-            as_json,
-        )
+        result = from_trials_of(spec.role_names, SideFiles(path).usage)
+        log_transfer(tracking, params=_params(spec, "", libraries=[str(path)]), result=result)
+        _print_transfer(spec.role_names, result, as_json)
         return
     heads = store.heads()
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed), store)
@@ -360,7 +372,9 @@ def transfer_command(
                     on_task=lambda: bar.advance(job),
                 )  # fmt: skip
 
-    _print_transfer(spec.role_names, interrupt.run(main()), as_json)
+    result = interrupt.run(main())
+    log_transfer(tracking, params=_params(spec, clients.label, libraries=[str(path)], config=config), result=result)
+    _print_transfer(spec.role_names, result, as_json)
 
 
 def _print_transfer(roles: list[str], result, as_json: bool) -> None:
@@ -409,6 +423,7 @@ def ablate_command(
     model_config: ModelConfig = None,
     learner_config: LearnerConfig = None,
     reasoning: Reasoning = None,
+    track: Track = None,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
     from rich.table import Table
@@ -436,6 +451,7 @@ def ablate_command(
     clients = models(model, model_config=model_config, learner_config=learner_config, reasoning=reasoning)
     price = price_for(clients.label, prices)
     folder = folder or paths.new_run_dir(f"ablate-{spec.name}")
+    tracking = tracker(track, spec.name)
 
     async def main():
         async with clients.open(base_url=base_url, api_key=api_key, reasoning=reasoning) as (client, learner):
@@ -450,6 +466,10 @@ def ablate_command(
                 )  # fmt: skip
 
     rows = interrupt.run(main(), resume=f"run the same command with --folder {folder} to resume")
+    params = _params(
+        spec, clients.label, libraries=[], folder=str(folder), variants=chosen, train=train_config, eval=eval_config
+    )
+    log_ablate(tracking, params=params, rows=rows)
     if as_json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
         return
@@ -505,6 +525,21 @@ def _step_line(r: StepReport) -> str:
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
         f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
+
+
+def _stepped(bar, report: StepReport, tracked) -> None:
+    bar.console.print(_step_line(report))
+    if tracked is not None:
+        tracked.step(report)
+
+
+def _params(spec, model: str, *, libraries: list[str], **settings) -> dict:
+    """A study's settings as MLflow params (``--track``): the scenario, the model, the libraries
+    and the settings given (a settings model flattened: ``config.k``)."""
+    from mas.tracking import flat
+
+    values = {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in settings.items()}
+    return flat({"scenario": spec.name, "model": model, "held_out": spec.split, "libraries": libraries, **values})
 
 
 def _tell(message: str) -> None:

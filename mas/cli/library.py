@@ -264,34 +264,16 @@ def graph_export(
 ) -> None:
     """Write the usage graph: roles, lessons, the randomized evidence on each role -> lesson
     edge (trial edges for transfer trials), and the promotions."""
-    import networkx as nx
-
-    from mas.config import PromotionPolicy
-    from mas.library import graph as usage_graph
-    from mas.library import hierarchy
     from mas.library.logs import SideFiles
     from mas.paths import atomic_write
     from mas.redact import redact
-    from mas.studies.graph_view import render
+    from mas.studies.graph_view import export
 
     store = store_of(which)
     side = SideFiles(store.path)
     target = side.graph(format) if output is None else _output(output, side, format)
     with store.exclusive():
-        graph = usage_graph.build(
-            hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
-            store.heads(),
-            history=[v for name in store.libraries() for v in store.versions(name)],
-            moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
-            events=side.usage.items() if tasks else None,
-        )
-        if format == "graphml":
-            text = "\n".join(nx.generate_graphml(graph)) + "\n"
-        else:
-            logged = sorted(
-                [*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step)
-            )
-            text = render(graph, logged, title=f"Usage graph of {store.path.name}")
+        text, graph = export(store, format, tasks=tasks)
         atomic_write(target, redact(text))
     say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
