@@ -223,7 +223,9 @@ def decisions(path: Path) -> list[Decision]:
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(map(str, first["loc"])) or "line"
-            raise UserError(f"{path}:{number}: not a review decision ({where}: {first['msg']})") from None
+            raise UserError(
+                f"{path}:{number}: not a review decision ({where}: {first['msg']}); mend or remove that line"
+            ) from None
     return out
 
 
@@ -250,6 +252,8 @@ def record(path: Path, made: list[Decision]) -> None:
 def settle(store: LibraryStore) -> list[Version]:
     """Make a library version of every decision the library does not record yet, one version
     per decision, in the order decided. Holds the library while it does."""
+    if not SideFiles(store.path).reviews.exists():  # no decision yet (every step of every run asks)
+        return []
     made = []
     with store.exclusive():
         for held in queue(store):
