@@ -255,35 +255,64 @@ def held_steps(folder: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
+KILL_AFTER_HOLDING = """
+import os, signal
+from mas.library import hierarchy
+from mas.library.logs import SideFiles
+
+record_usage, after = hierarchy.record_usage, int(os.environ["MAS_TEST_KILL_AFTER_HELD"])
+
+
+def killing(store, events, provenance):  # the first call after the step held its edits
+    held = SideFiles(store.path).pending.path
+    if held.exists() and held.read_bytes().count(b"\\n") >= after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return record_usage(store, events, provenance)
+
+
+hierarchy.record_usage = killing
+from mas.cli.main import main
+
+main()
+"""
+
+
 def test_sigkill_then_resume_holds_no_edit_twice(tmp_path):
-    """Killed at random points of the journal, and right after each step held its edits (before
-    its report is journaled), resumed: the queue is the uninterrupted run's."""
-    args = [*MAS, "train", "maths", "--model", "fake:0.01", "--tasks", "12", "--batch-size", "4", "--review"]
+    """Killed right after a step held its edits, before its report is journaled (the run kills
+    itself there, twice), then at random points of the journal, resumed: the queue is the
+    uninterrupted run's."""
+    args = ["train", "maths", "--model", "fake:0.01", "--tasks", "12", "--batch-size", "4", "--review"]
     killed = tmp_path / "killed"
 
-    def start(name):
+    def start(name, code="from mas.cli.main import main; main()", **env):
         folder = tmp_path / name
-        command = [*args, "--library", str(folder / "lib.json"), "--run-dir", str(folder / "run")]
-        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        command = [
+            sys.executable,
+            "-c",
+            code,
+            *args,
+            "--library",
+            str(folder / "lib.json"),
+            "--run-dir",
+            str(folder / "run"),
+        ]
+        return subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, **env}
+        )
 
-    def kill_when(reached) -> None:
+    assert start("whole").wait(timeout=120) == 0
+    total = len(journal(tmp_path / "whole" / "run"))
+    for steps in (1, 2):
+        assert start("killed", KILL_AFTER_HOLDING, MAS_TEST_KILL_AFTER_HELD=str(steps)).wait(timeout=120) == -9
+        assert len(held_steps(killed)) == steps and len(journal(killed / "run", "step")) == steps - 1
+    for at in sorted(random.Random(3).sample(range(2, total - 2), 3)):
         process = start("killed")
-        while not reached() and process.poll() is None:
-            time.sleep(0.001)
+        while len(journal(killed / "run")) < at and process.poll() is None:
+            time.sleep(0.002)
         assert process.poll() is None, "the run ended before the kill point"
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         pending.queue(LibraryStore(killed / "lib.json"))  # never left unreadable
-
-    assert start("whole").wait(timeout=120) == 0
-    total = len(journal(tmp_path / "whole" / "run"))
-    for at in sorted(random.Random(3).sample(range(2, total - 2), 3)):
-        kill_when(lambda at=at: len(journal(killed / "run")) >= at)
-    caught = 0
-    for steps in (1, 2, 3):
-        kill_when(lambda steps=steps: len(held_steps(killed)) >= steps)
-        caught += len(held_steps(killed)) > len(journal(killed / "run", "step"))
-    assert caught, "no kill fell between a step holding its edits and its report"
     assert start("killed").wait(timeout=120) == 0
     whole, after = held_steps(tmp_path / "whole"), held_steps(killed)
     assert after == whole and whole
