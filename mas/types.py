@@ -90,20 +90,38 @@ class Budget(Settings):
         return self.global_tokens if library == GLOBAL else self.private_tokens
 
 
+class Source(Frozen):
+    """Where lessons from outside came from: another team's library file, as it was read."""
+
+    file: str
+    """The file, resolved."""
+    sha256: str
+    """The digest of the file's bytes as they were read."""
+    at: str
+    """When it was read (ISO 8601, with the time zone)."""
+    library: str
+    """The library of that file the lessons were in."""
+    version: int = 0
+    """That library's version."""
+
+
 class Provenance(Frozen):
     run: str
     epoch: int
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh"] = "edit"
+    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import"] = "edit"
     """What made the version: the step's edit batch, a promotion pass, a budget retirement,
-    lessons written directly without the loop (the ablation), or the emptying of a library by a
-    run started with ``fresh``."""
+    lessons written directly without the loop (the ablation), the emptying of a library by a
+    run started with ``fresh``, the removal of lessons that fail the screen on load, or an
+    import of another team's lessons (``source``)."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
     """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """Where imported lessons came from (stage ``import``); left out of the file otherwise."""
 
     @model_validator(mode="before")
     @classmethod
@@ -402,8 +420,11 @@ class QuarantineItem(Frozen):
     library: str
     text: str
     reason: str
-    stage: Literal["advantage", "edit"]
-    """Where the text was proposed: by a semantic advantage, or by an edit call."""
+    stage: Literal["advantage", "edit", "load", "import"]
+    """Where the text was proposed: by a semantic advantage, or by an edit call; or where it was
+    found: in a library file as it was read, or in a file being imported."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """The file it was to be imported from (stage ``import``)."""
 
 
 class RefusedEdit(Frozen):

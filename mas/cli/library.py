@@ -61,6 +61,10 @@ def library_show(
         if role is not None and not heads:
             raise UserError(f"{store.path}: unknown library {role!r} (has {', '.join(store.libraries()) or 'none'})")
     print_lessons(heads, provenance=True)
+    if version is None:
+        held = sum(len(lessons) for name, lessons in _held(store).items() if role in (None, name))
+        if held:
+            say(f"{held} lesson{'s' * (held != 1)} quarantined on load, in no prompt: see --quarantine")
 
 
 @library_app.command("diff")
@@ -76,7 +80,7 @@ def library_diff(
     from mas.library.store import diff
 
     store = store_of(which)
-    newer = store.head(role) if new is None else store.version(role, new)
+    newer = store.head(role, screened=False) if new is None else store.version(role, new)  # as stored
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
         say(line)
 
@@ -135,15 +139,39 @@ def library_rollback(
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
+    """The lessons screening refused: those training proposed, those found on load (still in
+    the file, or taken out of it) and those an import left out, each with its reason."""
     from mas.library.logs import SideFiles
 
     log = SideFiles(store.path).quarantine
     rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
-    if not rows:
-        say(f"nothing quarantined in {log.path}")
+    held = [(name, lesson, why) for name, q in _held(store).items() if role in (None, name) for lesson, why in q]
+    if not rows and not held:
+        say(f"nothing quarantined in {log.path} or {store.path}")
     for key, item in rows:
         say(f"[{item.library}] {item.text}")
-        say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+        if item.stage == "import" and item.source is not None:
+            where = f"not imported from {item.source.file} ({_source(item.source)})"
+        elif item.stage == "load":
+            where = f"found in the library file, taken out by {key.run}"
+        else:
+            where = f"run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage"
+        say(f"  refused: {item.reason} ({where})")
+    for name, lesson, why in held:
+        say(f"[{name}] [{lesson.id}] {lesson.text}")
+        say(f"  refused: {why} (in the library file, in no prompt; the next training run, promotion, rollback or "
+            "import takes it out)")  # fmt: skip
+
+
+def _held(store: LibraryStore) -> dict:
+    """The lessons of the latest versions that fail the screen, by library."""
+    from mas.library.screened import quarantined
+
+    return {name: q for name, v in store.heads(screened=False).items() if (q := quarantined(v))}
+
+
+def _source(source) -> str:
+    return f"its {source.library} v{source.version}, sha256 {source.sha256[:12]}, read {source.at}"
 
 
 def _print_rejected(store: LibraryStore, role: str | None) -> None:
@@ -248,6 +276,7 @@ def describe(p: Provenance) -> str:
     parts += [] if p.stage == "edit" else [f"by {p.stage}"]
     parts += [f"model {p.model}"] if p.model else []
     parts += [f"tasks {', '.join(p.task_ids)}"] if p.task_ids else []
+    parts += [f"from {p.source.file} ({_source(p.source)})"] if p.source else []
     return ", ".join(parts)
 
 
@@ -275,7 +304,7 @@ def graph_export(
     store = store_of(which)
     side = SideFiles(store.path)
     target = side.graph(format) if output is None else _output(output, side, format)
-    with store.exclusive():
+    with store.exclusive(settle=False):  # an export changes no library
         graph = usage_graph.build(
             hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
             store.heads(),
@@ -331,7 +360,7 @@ def library_recover(which: Which) -> None:
     if store.healthy() and not any(log.damaged() for log in logs):  # checked first: no lock file for nothing
         found = store.path.exists() or store.backup.exists()
         raise UserError(f"{store.path}: {'not corrupt, nothing to recover' if found else 'no such library file'}")
-    with store.exclusive():
+    with store.exclusive(settle=False):  # a damaged file cannot be screened
         try:
             count = store.recover()
         except NotCorrupt:
