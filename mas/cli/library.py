@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` start
     from mas.library.store import LibraryStore
     from mas.types import Provenance
 
-library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
+library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export, import and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 app = typer.Typer(rich_markup_mode=None)
 """``mas library`` and ``mas graph``, for ``mas.cli.main`` to list under ``mas``."""
@@ -123,6 +123,48 @@ def library_export(
         }
         text = role_block(heads, role, task=task).text
     print("\n".join(shown(line) for line in text.split("\n")))
+
+
+@library_app.command("import")
+def library_import(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Another team's library file.", show_default=False)],
+    into: str | None = typer.Option(
+        None,
+        "--into",
+        metavar="LIBRARY",
+        help="A scenario name or a library file.",
+        show_default="libraries/<FILE's name>",
+    ),
+    role: str | None = typer.Option(None, help="Only this library of FILE."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would come in and what would not; write nothing."),
+) -> None:
+    """Bring another team's lessons into a library file: each lesson is screened, what passes is
+    added as a new version of its library (provenance: FILE, its SHA-256, the time), what fails
+    is quarantined with its reason."""
+    from mas.library.importing import bring, plan
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore
+
+    target = _library_path(into) if into is not None else paths.library_file(paths.slug(file.stem))
+    if target.is_dir():
+        raise UserError(f"--into {target}: a folder, not a library file")
+    store = LibraryStore(target)
+    store.heads()  # a damaged library file is named before anything is written
+    SideFiles(store.path).check()
+    incoming = plan(store, file, only=role)
+    if not dry_run and (incoming.versions or incoming.quarantined):
+        with store.exclusive():  # quarantined lessons of ours leave first: the versions follow the stored ones
+            incoming = plan(store, file, only=role)
+            bring(store, incoming)
+    for their, ours, text in incoming.added:
+        say(f"+ {ours}: {text} (their {their})")
+    for their, item in incoming.quarantined:
+        say(f"quarantined their {their}: {item.reason}")
+    for their, why in incoming.skipped:
+        say(f"skipped their {their}: {why}")
+    verb = "would import" if dry_run else "imported"
+    counts = f"{len(incoming.added)} lessons, {len(incoming.quarantined)} quarantined, {len(incoming.skipped)} skipped"
+    say(f"{verb} {counts} from {file} into {store.path}" + ("; nothing written" if dry_run else ""))
 
 
 @library_app.command("rollback")
