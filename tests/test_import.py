@@ -78,7 +78,8 @@ def test_import_brings_screened_lessons_with_provenance(ours, theirs, capsys, mo
         ATTACKS[k] for k in ("authority", "template", "fixed", "rubber-stamp")
     )
     assert all(i.stage == "import" and i.reason and i.source.sha256 == digest for i in quarantined)
-    assert leaked(out.splitlines()) == [] and "quarantined" in out
+    assert leaked(out.splitlines()) == [] and "quarantined their global/0001: instruction" in out
+    assert "skipped their solver/0003: the same text as our solver/0001" in out
 
     code, out, _ = cli(["library", "show", ours, "--quarantine"], capsys, monkeypatch)
     assert code == 0 and sorted(leaked([out])) == sorted(["authority", "template", "fixed", "rubber-stamp"])

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from mas.errors import UserError
-from mas.library.edits import apply, text_problem
+from mas.library.edits import apply, normal_text, text_problem
 from mas.library.logs import SideFiles, StepKey
 from mas.library.screened import refusals
 from mas.library.store import CorruptLibrary, LibraryStore, read_versions
@@ -84,6 +84,7 @@ def plan(store: LibraryStore, path: Path, *, only: str | None = None, at: dateti
 
 def _library(incoming: Incoming, theirs: Version, ours: Version, source: Source) -> None:
     refused = refusals([lesson.text for lesson in theirs.lessons])
+    have = {normal_text(lesson.text): f"our {lesson.id}" for lesson in ours.lessons}
     adds, origins = [], []
     for lesson in theirs.lessons:
         if lesson.text in refused:
@@ -92,24 +93,19 @@ def _library(incoming: Incoming, theirs: Version, ours: Version, source: Source)
             incoming.quarantined.append((lesson.id, item))
         elif problem := text_problem(lesson.text):
             incoming.skipped.append((lesson.id, problem))
+        elif (same := have.get(normal_text(lesson.text))) is not None:
+            incoming.skipped.append((lesson.id, f"the same text as {same}"))
         else:
+            have[normal_text(lesson.text)] = f"their {lesson.id}"
             adds.append(Add(op="add", text=lesson.text))
             origins.append(lesson.id)
+    if not adds:
+        return
     provenance = Provenance(run=incoming.run, epoch=0, step=0, stage="import", source=source)
-    new, rejected = apply(ours, adds, provenance=provenance)
-    new = new.model_copy(update={"rejected": []})  # what is left out is said, not kept as a model's edit
-    fresh = iter(lesson for lesson in new.lessons if lesson.id not in {x.id for x in ours.lessons})
-    refusal = iter(rejected)  # apply keeps the order of the adds, and refuses them in that order
-    pending = next(refusal, None)
-    for their_id, add in zip(origins, adds):
-        if pending is not None and pending.edit == add.model_dump(mode="json"):
-            incoming.skipped.append((their_id, pending.reason))  # a copy of one of ours
-            pending = next(refusal, None)
-        else:
-            lesson = next(fresh)
-            incoming.added.append((their_id, lesson.id, lesson.text))
-    if new.edits:
-        incoming.versions.append(new)
+    new, _ = apply(ours, adds, provenance=provenance)  # nothing is refused: no copies, no limit
+    made = new.lessons[len(ours.lessons) :]  # the adds, in their order, after our lessons
+    incoming.added += [(their, lesson.id, lesson.text) for their, lesson in zip(origins, made)]
+    incoming.versions.append(new)
 
 
 def bring(store: LibraryStore, incoming: Incoming) -> None:

@@ -76,24 +76,21 @@ def settle(store: LibraryStore) -> list[QuarantineItem]:
     from mas.library.edits import apply
     from mas.library.logs import SideFiles, StepKey
 
-    found = {name: q for name, v in store.heads(screened=False).items() if (q := quarantined(v))}
+    heads = store.heads(screened=False)
+    found = {name: q for name, v in heads.items() if (q := quarantined(v))}
     if not found:
         return []
     side = SideFiles(store.path)
     side.check()  # a damaged log stops the operation here, before anything is written
     run = f"screen-{datetime.now(UTC):%Y%m%d-%H%M%S-%f}"
     provenance = Provenance(run=run, epoch=0, step=0, stage="screen")
-    items = [
-        QuarantineItem(library=name, text=l.text, reason=why, stage="load") for name, q in found.items() for l, why in q
+    items = [QuarantineItem(library=n, text=l.text, reason=why, stage="load") for n, q in found.items() for l, why in q]
+    deleted = [
+        apply(heads[n], [Delete(op="delete", id=l.id) for l, _ in q], provenance=provenance)[0]
+        for n, q in found.items()
     ]
-    side.quarantine.append(StepKey(run, 0, 0), items)
-    heads = store.heads(screened=False)
-    store.commit(
-        [
-            apply(heads[name], [Delete(op="delete", id=l.id) for l, _ in q], provenance=provenance)[0]
-            for name, q in found.items()
-        ]
-    )
+    side.quarantine.append(StepKey(run, 0, 0), items)  # logged first: a crash before the commit loses no reason
+    store.commit(deleted)
     return items
 
 
