@@ -11,9 +11,11 @@ refuses the file, naming the field, unless each provider's module is trusted:
 - what the user adds: ``--trust MODULE`` (repeatable) or ``MAS_TRUST`` (modules separated by
   commas), a module trusting its submodules too. The file itself can trust nothing.
 
-A ``FunctionTool`` is autogen's, but what it runs is the source code saved in the file (its
-imports too): a file holding one is code, and runs only with ``--trust
-autogen_core.tools.FunctionTool``.
+Some of autogen's classes run what the file names rather than autogen's code: a
+``FunctionTool`` runs the source code saved in the file (its imports too), an MCP workbench
+starts the commands the file names, a code executor runs code on this machine. A file holding
+one is code: it loads only when that class (or its package, ``autogen_ext.tools.mcp``) is named
+with ``--trust``; trusting all of autogen does not do it.
 
 >>> refusal("autogen_ext.models.openai.OpenAIChatCompletionClient", trusted())
 >>> refusal("this.Nope", trusted())
@@ -29,8 +31,13 @@ from collections.abc import Iterable, Iterator
 from mas.errors import UserError
 
 BUILT_IN = ("autogen_core", "autogen_agentchat", "autogen_ext", "mas")
-CODE_IN_FILE = ("autogen_core.tools.FunctionTool", "autogen_core.tools._function_tool.FunctionTool")
-"""Providers that run code saved in the file itself: trusted only by name (``--trust``)."""
+RUNS_CODE = {
+    "autogen_core.tools.FunctionTool": "runs the source code saved in the file",
+    "autogen_ext.tools.mcp": "starts the commands the file names",
+    "autogen_ext.code_executors": "runs code on this machine",
+}
+"""autogen's classes that run what the file names: trusted only when named (``--trust``)."""
+_SAME = {"autogen_core.tools._function_tool.FunctionTool": "autogen_core.tools.FunctionTool"}
 ENV = "MAS_TRUST"
 _MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
@@ -59,10 +66,12 @@ def refusal(provider: str, trust: tuple[str, ...]) -> str | None:
     module = path.rpartition(".")[0]
     if not module:
         return None  # not a class path: the loader says so, and imports nothing
-    if path in CODE_IN_FILE:
-        if path in trust or CODE_IN_FILE[0] in trust:
+    runner = next((key for key in RUNS_CODE if _within(_SAME.get(path, path), key)), None)
+    if runner is not None:
+        named = [t for t in trust if t not in BUILT_IN and _within(t, runner)]
+        if any(_within(_SAME.get(path, path), t) for t in named):
             return None
-        return f"{path} runs the source code saved in the file; --trust {CODE_IN_FILE[0]} to run it"
+        return f"{path} {RUNS_CODE[runner]}; --trust {runner} to run it"
     if any(_within(module, t) for t in trust):
         return None
     return f"module {module!r} is not trusted (autogen's packages and mas are; --trust {module} to load it)"

@@ -171,3 +171,20 @@ def test_a_reward_module_is_not_looked_for_in_the_working_directory(folder):
     done = mas(*args, "--reward", "my_rewards.py:score", "--tasks", "2", "--group-size", "2", cwd=folder, script=True)
     assert done.returncode == 0, done.stderr
     assert (folder / "imported.txt").read_text() == "my_rewards ran"
+
+
+@pytest.mark.parametrize(
+    "provider, runner",
+    [
+        ("autogen_core.tools.FunctionTool", "autogen_core.tools.FunctionTool"),
+        ("autogen_ext.tools.mcp.McpWorkbench", "autogen_ext.tools.mcp"),
+        ("autogen_ext.code_executors.local.LocalCommandLineCodeExecutor", "autogen_ext.code_executors"),
+    ],
+)
+def test_classes_that_run_what_the_file_names_are_trusted_only_by_name(provider, runner):
+    from mas.providers import refusal, trusted
+
+    assert f"--trust {runner} to run it" in refusal(provider, trusted())
+    assert refusal(provider, trusted(["autogen_ext", "autogen_core"])) is not None  # all of autogen is not enough
+    assert refusal(provider, trusted([runner])) is None
+    assert refusal("autogen_ext.models.openai.OpenAIChatCompletionClient", trusted()) is None

@@ -79,7 +79,8 @@ Trust = Annotated[
         metavar="MODULE",
         help="A module whose classes --team and model config files may name (its submodules too), besides "
         "autogen's and mas's; repeatable, or MAS_TRUST=a,b. Files naming other modules are refused before any "
-        "import. autogen_core.tools.FunctionTool runs the code saved in a team file.",
+        "import. autogen classes that run what a file names need naming too: autogen_core.tools.FunctionTool, "
+        "autogen_ext.tools.mcp, autogen_ext.code_executors.",
         show_default=False,
     ),
 ]
