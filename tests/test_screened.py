@@ -154,3 +154,33 @@ def test_what_the_screen_misses_reaches_the_prompt(tmp_path):
     path = hand_written(tmp_path / "lib.json", {"solver": list(MISSED.values())})
     role = Role(name="solver", description="d", system_prompt="p")
     assert leaked([mas.system_message(role, mas.load_library(str(path)))], MISSED) == []
+
+
+def test_verdicts_are_kept_on_this_machine_by_digest(tmp_path, monkeypatch):
+    """Nothing in a library file says a lesson was screened: the verdicts are in the user's
+    cache, by the digest of the text, under the digest of the screen; a line cut short never
+    reads as a pass."""
+    from mas.library import screened
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(screened, "_known", {})
+    monkeypatch.setattr(screened, "_read", set())
+    texts = [HARMLESS["solver"], ATTACKS["fixed"]]
+    first = screened.refusals(texts)
+    assert list(first) == [ATTACKS["fixed"]]
+    record = screened.record()
+    assert record.is_relative_to(tmp_path / "cache") and screened.fingerprint()[:32] in record.name
+    kept = record.read_text()
+    assert sorted(line[0] for line in kept.splitlines()) == ["+", "-"] and not any(t in kept for t in texts)
+
+    monkeypatch.setattr(screened, "_known", {})  # a new process: the record is read, the screen not run
+    monkeypatch.setattr(screened, "_read", set())
+    monkeypatch.setattr(screened, "_screen", lambda text: pytest.fail("screened again"))
+    assert screened.refusals(texts) == first
+
+    passed, refused = sorted(kept.splitlines())
+    record.write_text(f"{passed[:40]}\n{refused[:30]}\n")  # both cut short
+    monkeypatch.setattr(screened, "_known", {})
+    monkeypatch.setattr(screened, "_read", set())
+    monkeypatch.setattr(screened, "_screen", lambda text: "screened again")
+    assert screened.refusals([HARMLESS["solver"]]) == {HARMLESS["solver"]: "screened again"}

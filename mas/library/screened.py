@@ -145,7 +145,7 @@ def _remember(verdicts: dict[str, str | None]) -> None:
     path = record()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:  # appends of whole lines: writers do not mix
-            f.write(lines)
+        with path.open("ab", buffering=0) as f:  # one append of whole lines: writers do not mix
+            f.write(lines.encode("utf-8", "surrogatepass"))
     except OSError:
         pass  # no record: the screen runs again in the next process
