@@ -93,20 +93,38 @@ class Budget(Settings):
         return self.global_tokens if library == GLOBAL else self.private_tokens
 
 
+class Source(Frozen):
+    """Where lessons from outside came from: another team's library file, as it was read."""
+
+    file: str
+    """The file, resolved."""
+    sha256: str
+    """The digest of the file's bytes as they were read."""
+    at: str
+    """When it was read (ISO 8601, with the time zone)."""
+    library: str
+    """The library of that file the lessons were in."""
+    version: int = 0
+    """That library's version."""
+
+
 class Provenance(Frozen):
     run: str
     epoch: int
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "review"] = "edit"
+    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review"] = "edit"
     """What made the version: the step's edit batch, a promotion pass, a budget retirement,
     lessons written directly without the loop (the ablation), the emptying of a library by a
-    run started with ``fresh``, or a review decision on an edit the step held for review."""
+    run started with ``fresh``, the removal of lessons that fail the screen on load, an import
+    of another team's lessons (``source``), or a review decision on an edit held for review."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
     """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """Where imported lessons came from (stage ``import``); left out of the file otherwise."""
     pending: int | None = None
     """The held edit a review decided (``stage="review"``)."""
     by: str = ""
@@ -421,8 +439,11 @@ class QuarantineItem(Frozen):
     library: str
     text: str
     reason: str
-    stage: Literal["advantage", "edit"]
-    """Where the text was proposed: by a semantic advantage, or by an edit call."""
+    stage: Literal["advantage", "edit", "load", "import"]
+    """Where the text was proposed: by a semantic advantage, or by an edit call; or where it was
+    found: in a library file as it was read, or in a file being imported."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """The file it was to be imported from (stage ``import``)."""
 
 
 class RefusedEdit(Frozen):
@@ -613,7 +634,7 @@ Change = Annotated[Add | Modify | Delete, Field(discriminator="op")]
 """An edit that changes a library (a ``keep`` changes nothing and is never held)."""
 
 
-class Source(Frozen):
+class Proposal(Frozen):
     """A group whose semantic advantage proposed an operation behind a held edit."""
 
     task_id: str
@@ -636,7 +657,7 @@ class PendingEdit(Frozen):
     edit: Change
     was: str = ""
     """The text of the lesson a modify or delete changes, when the edit was held."""
-    sources: list[Source] = []
+    sources: list[Proposal] = []
     proposals: int = 0
     """Operations of the step that the library's edit call merged into its edits."""
 

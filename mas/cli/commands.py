@@ -29,6 +29,7 @@ from mas.cli.sources import (
     ScenarioArg,
     TasksFile,
     Team,
+    Trust,
     models,
     scenario_from,
 )
@@ -119,6 +120,7 @@ def train_command(
     learner_config: LearnerConfig = None,
     reasoning: Reasoning = None,
     track: Track = None,
+    trust: Trust = None,
 ) -> None:
     """Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."""
     from mas.cli.progress import bars, wanted
@@ -132,7 +134,7 @@ def train_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note,
+        test_file=test_file, say=_note, trust=trust,
     )  # fmt: skip
     config = settings(
         train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
@@ -145,7 +147,7 @@ def train_command(
     )  # fmt: skip
     clients = models(
         model, model_config=model_config, learner_config=learner_config, reasoning=reasoning,
-        call_timeout=call_timeout, retries=retries,
+        call_timeout=call_timeout, retries=retries, trust=trust,
     )  # fmt: skip
     price = price_for(clients.label, prices)
     store = LibraryStore(library or paths.library_file(spec.name))
@@ -222,6 +224,7 @@ def eval_command(
     model_config: ModelConfig = None,
     reasoning: Reasoning = None,
     track: Track = None,
+    trust: Trust = None,
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds.
 
@@ -239,13 +242,15 @@ def eval_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note if not as_json else None,
+        test_file=test_file, say=_note if not as_json else None, trust=trust,
     )  # fmt: skip
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, seed=seed,
         call_timeout=call_timeout, retries=retries,
     )  # fmt: skip
-    clients = models(model, model_config=model_config, reasoning=reasoning, call_timeout=call_timeout, retries=retries)
+    clients = models(
+        model, model_config=model_config, reasoning=reasoning, call_timeout=call_timeout, retries=retries, trust=trust
+    )
     price = price_for(clients.label, prices)
     scored = spec.held_out[: config.tasks]
     if not scored:
@@ -330,6 +335,7 @@ def transfer_command(
     model_config: ModelConfig = None,
     reasoning: Reasoning = None,
     track: Track = None,
+    trust: Trust = None,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
     with --from-trials, the change in success rate the randomized transfer trials measured)."""
@@ -344,7 +350,7 @@ def transfer_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note if not as_json else None,
+        test_file=test_file, say=_note if not as_json else None, trust=trust,
     )  # fmt: skip
     path = library or paths.library_file(spec.name)
     if not path.exists():
@@ -360,7 +366,7 @@ def transfer_command(
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, concurrency=concurrency, seed=seed), store)
     check_held_out(spec.held_out[: config.tasks], store)
 
-    clients = models(model, model_config=model_config, reasoning=reasoning)
+    clients = models(model, model_config=model_config, reasoning=reasoning, trust=trust)
 
     async def main():
         async with clients.open(base_url=base_url, api_key=api_key, reasoning=reasoning) as (client, _):
@@ -424,6 +430,7 @@ def ablate_command(
     learner_config: LearnerConfig = None,
     reasoning: Reasoning = None,
     track: Track = None,
+    trust: Trust = None,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
     from rich.table import Table
@@ -436,7 +443,7 @@ def ablate_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        say=_note if not as_json else None,
+        say=_note if not as_json else None, trust=trust,
     )  # fmt: skip
     chosen = [v.strip() for v in variants.split(",")] if variants else list(ABLATIONS)
     unknown = [v for v in chosen if v not in ABLATIONS]
@@ -448,7 +455,7 @@ def ablate_command(
         TrainConfig, tasks=tasks, epochs=epochs, group_size=group_size, concurrency=concurrency, seed=seed
     )
     eval_config = settings(EvalConfig, tasks=test_tasks, k=k, concurrency=concurrency, seed=seed)
-    clients = models(model, model_config=model_config, learner_config=learner_config, reasoning=reasoning)
+    clients = models(model, model_config=model_config, learner_config=learner_config, reasoning=reasoning, trust=trust)
     price = price_for(clients.label, prices)
     folder = folder or paths.new_run_dir(f"ablate-{spec.name}")
     tracking = tracker(track, spec.name)

@@ -7,7 +7,8 @@ For ``libraries/maths.json``:
     maths.json.run.lock       held for a whole operation on the library: a training run, a
                               rollback, a promotion pass, a recovery, a graph export
     maths.usage.jsonl         the usage events of each step
-    maths.quarantine.jsonl    the proposed lessons screening refused, with why
+    maths.quarantine.jsonl    the lessons screening refused, with why: proposed in training, found
+                              in the library file on load, or left out of an import
     maths.rejected.jsonl      the operations and edits that could not be applied, with why
     maths.promotions.jsonl    every promotion pass: its promotions and demotions, with evidence
     maths.prunings.jsonl      the lessons pruned after each step, with their evidence

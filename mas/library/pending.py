@@ -42,7 +42,7 @@ from mas.types import (
     PendingStep,
     Provenance,
     Rejected,
-    Source,
+    Proposal,
     Version,
 )
 
@@ -102,7 +102,7 @@ def hold(
     return len(edits)
 
 
-def _proposals(learned, route: str) -> list[tuple[str, Operation, Source]]:
+def _proposals(learned, route: str) -> list[tuple[str, Operation, Proposal]]:
     """Every usable operation of the step's semantic advantages, with its library and group."""
     out = []
     for group, _, adv in learned:
@@ -114,7 +114,7 @@ def _proposals(learned, route: str) -> list[tuple[str, Operation, Source]]:
                 library = GLOBAL if route == "global" else op.library
             else:
                 library = op.id.rpartition("/")[0]
-            source = Source(
+            source = Proposal(
                 task_id=group.task.id, question=_cut(group.task.question, 600), rewards=group.rewards,
                 reason=_cut(op.reason, 600), comparison=_cut(adv.comparison, 1500), deciding_roles=adv.deciding_roles,
             )  # fmt: skip
@@ -122,7 +122,7 @@ def _proposals(learned, route: str) -> list[tuple[str, Operation, Source]]:
     return out
 
 
-def _sources(library: str, change: Change, proposals) -> tuple[list[Source], int]:
+def _sources(library: str, change: Change, proposals) -> tuple[list[Proposal], int]:
     """The groups behind ``change``, the likeliest first (the operation on the same lesson, then
     those whose text shares most words with it), at most three; and the operations on the
     library the edit call merged."""
