@@ -40,9 +40,9 @@ from mas.types import (
     Operation,
     PendingEdit,
     PendingStep,
+    Proposal,
     Provenance,
     Rejected,
-    Proposal,
     Version,
 )
 
