@@ -128,7 +128,7 @@ def test_options_decide_and_the_history_says_who_and_why(lib):
 
 def test_a_decision_while_training_holds_the_library_is_applied_by_the_run(tmp_path):
     lib, run = tmp_path / "lib.json", tmp_path / "run"
-    command = [*MAS, "train", "maths", "--model", "fake:0.15", "--tasks", "24", "--batch-size", "4", "--review"]
+    command = [*MAS, "train", "maths", "--model", "fake:0.15", "--tasks", "40", "--batch-size", "4", "--review"]
     training = subprocess.Popen([*command, "--library", str(lib), "--run-dir", str(run)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
     store = LibraryStore(lib)
