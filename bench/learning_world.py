@@ -41,9 +41,24 @@ standard error was 0.12 (it is printed beside it). ``--more-data`` adds mas at 8
 epoch and with groups of 8 rollouts, the rest unchanged: what recall gains from more data.
 The seeds run in parallel, one process each.
 
+``--hard`` runs the same table for a world written apart from the estimator
+(``bench/hard_world.py``: log-odds effects under a ceiling, effects that vary by task and
+drift across epochs, a cross-role interaction, negations that hurt and paraphrases that do
+nothing, a judge with systematic errors, a proposer that is mostly wrong, grader noise),
+beside today's world (mas only: the old rule is left out to save time). Its rows are the hard
+world with each of the judge's three errors (always "same", "same" for pairs sharing many
+words, never "same"), 12 planted and 20 null seeds each. Its cross-role lessons are its own
+truth's (helping two roles on average over tasks at the end), and its goals: share >= 0.8,
+precision >= 0.9, false promotions in <= 1 of 20 null seeds, no lesson left in any library
+that truly harms a role it reaches (recall stated, no goal). One flag per feature
+(``--log-odds``, ``--by-task``, ``--drift``, ``--interaction``, ``--twins``, ``--proposer``,
+``--grader-noise``, ``--judge``; ``--no-...`` turns one off under ``--hard``).
+
     .venv/bin/python bench/learning_world.py               # the full run (about 10 minutes on 2 cores)
     .venv/bin/python bench/learning_world.py --more-data   # and with more data (about 35 minutes)
     .venv/bin/python bench/learning_world.py --quick       # fewer seeds
+    .venv/bin/python bench/learning_world.py --hard        # today's world and the hard world (15-40 minutes)
+    .venv/bin/python bench/learning_world.py --hard --no-drift --judge never   # one feature off, one judge
 """
 
 from __future__ import annotations
@@ -60,11 +75,15 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import hard_lessons
+from hard_world import HARD, JUDGES, HardWorld, Switches
 
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
 from mas.library import evidence, promotion
@@ -449,23 +468,43 @@ class Outcome:
     reachable: dict[float, int] = field(default_factory=dict)
     """Level -> planted cross-role lessons that one test at that level, on the evidence the
     run gathered and knowing every twin, would have found helping each of their roles."""
+    cross: frozenset[str] = frozenset()
+    """The world's cross-role lessons (the hard world's from its own truth at the end)."""
+    harmful_left: int = 0
+    """Lessons in the final libraries that truly harm a role they reach."""
+    bad_merges: int = 0
+    """Promoted lessons still in the global library that merged lessons of different truth."""
 
 
 def run(
-    seed: int, *, null: bool = False, old: bool = False, tasks: int = 40, epochs: int = 3, group_size: int = 5
+    seed: int,
+    *,
+    null: bool = False,
+    old: bool = False,
+    tasks: int = 40,
+    epochs: int = 3,
+    group_size: int = 5,
+    hard: Switches | None = None,
 ) -> Outcome:
+    """One seed of today's world, or of the hard world (``bench/hard_world.py``) with ``hard``'s switches."""
     with tempfile.TemporaryDirectory(prefix="world-") as folder:
+        if hard is not None:
+            return _run_hard(Path(folder), seed, replace(hard, null=null), tasks, epochs, group_size)
         return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs, group_size=group_size)
+
+
+def _start(folder: Path, text: str) -> LibraryStore:
+    """A store whose solver library starts with the planted harmful lesson."""
+    store = LibraryStore(folder / "lib.json")
+    store.commit([Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text=text)])])
+    return store
 
 
 def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int, group_size: int) -> Outcome:
     world = World(seed, null=null)
     train_scenario = scenario(world, tasks, seed=seed)
     held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
-    store = LibraryStore(folder / "lib.json")
-    store.commit(
-        [Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text=HARMFUL.texts[0])])]
-    )
+    store = _start(folder, HARMFUL.texts[0])
     config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
     if old:
         config = config.model_copy(
@@ -487,7 +526,65 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     empty = world.true_success({}, held)
     share = (world.true_success(heads, held) - empty) / max(world.best(held) - empty, 1e-9)
     promoted = [world.identity.get(_norm(m.text), ("?", False))[0] for m in moves if m.kind == "promote"]
-    return Outcome(share, promoted, _harmful_gone(store), judging, {} if old else reachable(world, store))
+    known = lambda text: str(world.identity.get(_norm(text), ("?", False)))  # noqa: E731
+    harmful = sum(
+        world.gain(role, [lesson.text]) < 0
+        for version in heads.values()
+        for lesson in version.lessons
+        for role in (ROLES if version.library == GLOBAL else [version.library])
+    )
+    return Outcome(
+        share,
+        promoted,
+        _harmful_gone(store),
+        judging,
+        {} if old else reachable(world, store),
+        frozenset(CROSS_ROLE),
+        harmful,
+        _bad_merges(store, moves, known),
+    )
+
+
+def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, epochs: int, group_size: int) -> Outcome:
+    """One seed of the hard world at mas's defaults; its truth is the world's own."""
+    world = HardWorld(seed, switches, epochs=epochs, group_size=group_size)
+    rows = [Task(id=i, question=q, answer=a) for i, q, a in world.make_tasks(tasks, seed=seed)]
+    held = [q for _, q, _ in world.make_tasks(200, seed=seed + 10_000, prefix="h")]
+    train_scenario = Scenario("world", [load_role(r) for r in ROLES], rows, "numeric", test_tasks=[])
+    store = _start(folder, hard_lessons.HARMFUL.texts[0])
+    config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
+    client = FakeClient(world.respond, record=False)
+    result = asyncio.run(train(train_scenario, client=client, store=store, run_dir=folder / "run", config=config))
+    judging = sum(s.calls["equivalence"].calls for s in result.steps if "equivalence" in s.calls) / len(result.steps)
+    moves = [m for _, step in SideFiles(store.path).promotions.steps() for m in step]
+    heads = store.heads()
+    show = lambda role, question: [l.text for l in _lessons(heads, role, question)]  # noqa: E731
+    empty = world.true_success({}, held)
+    share = (world.true_success(show, held) - empty) / max(world.best(held) - empty, 1e-9)
+    placed = [(l.text, list(ROLES) if v.library == GLOBAL else [v.library]) for v in heads.values() for l in v.lessons]
+    return Outcome(
+        share,
+        [world.key(m.text) for m in moves if m.kind == "promote"],
+        _harmful_gone(store),
+        judging,
+        cross=frozenset(world.cross_role(held)),
+        harmful_left=len(world.harmful(show, placed, held)),
+        bad_merges=_bad_merges(store, moves, world.key),
+    )
+
+
+def _bad_merges(store: LibraryStore, moves: list[PromotionMove], key) -> int:
+    """Promoted lessons still in the global library at the end that merged lessons the world
+    says differ (a negation, a paraphrase without the condition, another lesson): the merges
+    an always-"same" judge makes, which the evidence should have undone."""
+    texts = {l.id: l.text for library in store.libraries() for v in store.versions(library) for l in v.lessons}
+    head = store.heads().get(GLOBAL)
+    kept = {_norm(l.text) for l in head.lessons} if head else set()
+    return sum(
+        len({key(texts[i]) for i in m.lessons if i in texts}) > 1 and _norm(m.text) in kept
+        for m in moves
+        if m.kind == "promote"
+    )
 
 
 LEVELS = (evidence.spent(0.05, 3), 0.05)
@@ -541,17 +638,80 @@ class Arm(NamedTuple):
     old: bool = False
     tasks: int = 40
     group_size: int = 5
+    hard: Switches | None = None
+    """The hard world's switches (``bench/hard_world.py``); None: today's world."""
+    seeds: int | None = None
+    """Planted seeds of this arm, when not the run's default."""
 
 
 ARMS = [Arm("randomized (mas)"), Arm("old rule", old=True)]
 MORE_DATA = [Arm("mas, 80 tasks", tasks=80), Arm("mas, groups of 8", group_size=8)]
 """What more data buys, at the same settings otherwise (``--more-data``): twice the tasks an
 epoch, or groups of 8 rollouts instead of 5."""
+HARD_JUDGES = ("overlap", "same", "never")
+"""The judge's systematic errors, one row of the hard world each under ``--hard``."""
+FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
 
 
 def _job(job: tuple[Arm, int, bool]) -> Outcome:
     arm, seed, null = job
-    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size)
+    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard)
+
+
+def hard_arms(args: argparse.Namespace) -> list[Arm]:
+    """The hard world's rows: every feature on with ``--hard``, else the features named; one
+    row per judge asked for (under ``--hard`` without ``--judge``, all three of its errors)."""
+    named = {f: getattr(args, f) for f in FEATURES if getattr(args, f) is not None}
+    if not (args.hard or named or args.judge or args.grader_noise is not None):
+        return []
+    switches = replace(HARD if args.hard else Switches(), **named)
+    if args.grader_noise is not None:
+        switches = replace(switches, grader_noise=args.grader_noise)
+    judges = args.judge or (HARD_JUDGES if args.hard else (switches.judge,))
+    on = [f for f in FEATURES if getattr(switches, f)] + (["grader noise"] if switches.grader_noise else [])
+    name = "hard" if len(on) == len(FEATURES) + 1 else "+".join(on) or "plain"
+    return [Arm(f"{name}, judge {j}", hard=replace(switches, judge=j), seeds=args.hard_seeds) for j in judges]
+
+
+def summarize(outcomes: list[Outcome], nulls: list[Outcome], old: bool) -> dict:
+    """One row of the table from the planted and null seeds of an arm."""
+    promoted = [k for o in outcomes for k in o.promoted]
+    right = sum(k in o.cross for o in outcomes for k in o.promoted)
+    found = [len(set(o.promoted) & o.cross) / len(o.cross) for o in outcomes]
+    return {
+        "share": statistics.fmean(o.share for o in outcomes),
+        "precision": right / len(promoted) if promoted else float("nan"),
+        "recall": statistics.fmean(found),
+        "se": statistics.stdev(found) / math.sqrt(len(found)) if len(found) > 1 else 0.0,
+        "null": sum(bool(o.promoted) for o in nulls),
+        "nulls": len(nulls),
+        "harmful": max((o.harmful_gone or 99) for o in outcomes),
+        "left": sum(o.harmful_left > 0 for o in outcomes),
+        "merges": sum(o.bad_merges for o in outcomes + nulls),
+        "promoted": len(promoted),
+        "judging": statistics.fmean(o.judging for o in outcomes + nulls),
+        "reachable": {
+            level: statistics.fmean(o.reachable[level] / len(o.cross) for o in outcomes)
+            for level in (() if old or not outcomes[0].reachable else LEVELS)
+        },
+        "seeds": len(outcomes),
+    }
+
+
+def print_table(table: dict[str, dict]) -> None:
+    print(
+        f"{'':<24} {'seeds':>5} {'share':>6} {'precision':>10} {'recall':>12} {'null seeds w/ promotion':>24}"
+        f" {'harmful gone by epoch':>22} {'seeds w/ harm left':>19} {'bad merges left':>16} {'judge calls/step':>17}"
+    )
+    for label, row in table.items():
+        harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
+        recall = f"{row['recall']:.2f} +- {row['se']:.2f}"
+        null = f"{row['null']}/{row['nulls']} ({row['null'] / row['nulls']:.0%})"
+        left = f"{row['left']}/{row['seeds']}"
+        print(
+            f"{label:<24} {row['seeds']:>5} {row['share']:>6.2f} {row['precision']:>10.2f} {recall:>12} {null:>24}"
+            f" {harmful:>22} {left:>19} {row['merges']:>16} {row['judging']:>17.1f}"
+        )
 
 
 def main() -> int:
@@ -559,53 +719,39 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 24 and 20")
     parser.add_argument("--more-data", action="store_true", help="also mas with 80 tasks, and with groups of 8")
     parser.add_argument("--workers", type=int, default=CORES, help="runs in parallel (one seed each)")
+    hard = parser.add_argument_group("the hard world (bench/hard_world.py), beside today's (mas only, no old rule)")
+    hard.add_argument("--hard", action="store_true", help="every feature on, one row per judge error")
+    for feature in FEATURES:
+        hard.add_argument(f"--{feature.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=None)
+    hard.add_argument("--judge", choices=JUDGES, action="append", help="a judge of the hard world (repeatable)")
+    hard.add_argument("--grader-noise", type=float, help="share of rewards flipped (--hard: 0.05)")
+    hard.add_argument("--hard-seeds", type=int, default=12, help="planted seeds of each hard row (null: as today's)")
     args = parser.parse_args()
     planted_seeds, null_seeds = (range(4), range(8)) if args.quick else (range(24), range(20))
-    arms = ARMS + (MORE_DATA if args.more_data else [])
+    extra = hard_arms(args)
+    if args.quick:
+        extra = [a._replace(seeds=min(a.seeds or 4, 4)) for a in extra]
+    arms = ([ARMS[0]] if extra else ARMS) + (MORE_DATA if args.more_data else []) + extra
     started = time.perf_counter()
-    jobs = [(arm, s, False) for arm in arms for s in planted_seeds]
+    seeds = {arm: range(arm.seeds) if arm.seeds else planted_seeds for arm in arms}
+    jobs = [(arm, s, False) for arm in arms for s in seeds[arm]]
     jobs += [(arm, 100 + s, True) for arm in arms for s in null_seeds]
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
         results = dict(zip(jobs, pool.map(_job, jobs), strict=True))
-    table = {}
-    for arm in arms:
-        outcomes = [results[(arm, s, False)] for s in planted_seeds]
-        nulls = [results[(arm, 100 + s, True)] for s in null_seeds]
-        promoted = [k for o in outcomes for k in o.promoted]
-        right = sum(k in CROSS_ROLE for k in promoted)
-        found = [len(set(o.promoted) & CROSS_ROLE) / len(CROSS_ROLE) for o in outcomes]
-        gone = [o.harmful_gone for o in outcomes]
-        recall = statistics.fmean(found)
-        spread = statistics.stdev(found) / math.sqrt(len(found)) if len(found) > 1 else 0.0
-        table[arm.label] = {
-            "share": sum(o.share for o in outcomes) / len(outcomes),
-            "precision": right / len(promoted) if promoted else float("nan"),
-            "recall": recall,
-            "se": spread,
-            "null": sum(bool(o.promoted) for o in nulls) / len(nulls),
-            "harmful": max((g or 99) for g in gone),
-            "promoted": len(promoted),
-            "judging": sum(o.judging for o in outcomes + nulls) / len(outcomes + nulls),
-            "reachable": {
-                level: statistics.fmean(o.reachable[level] / len(CROSS_ROLE) for o in outcomes)
-                for level in (LEVELS if not arm.old else ())
-            },
-        }
-    print(
-        f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks, default "
-        "settings (recall +- its standard error over the seeds)"
-    )
-    print(
-        f"{'':<18} {'share':>6} {'precision':>10} {'recall':>12} {'null seeds w/ promotion':>24}"
-        f" {'harmful gone by epoch':>22} {'judge calls/step':>17}"
-    )
-    for label, row in table.items():
-        harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
-        recall = f"{row['recall']:.2f} +- {row['se']:.2f}"
-        print(
-            f"{label:<18} {row['share']:>6.2f} {row['precision']:>10.2f} {recall:>12} {row['null']:>24.0%}"
-            f" {harmful:>22} {row['judging']:>17.1f}"
+    table = {
+        arm.label: summarize(
+            [results[(arm, s, False)] for s in seeds[arm]], [results[(arm, 100 + s, True)] for s in null_seeds], arm.old
         )
+        for arm in arms
+    }
+    print(
+        f"planted and null seeds per row as shown, 3 epochs of 40 tasks, default settings (recall +- its standard"
+        f" error over the seeds); today's world above, the hard world below: {', '.join(a.label for a in extra)}"
+        if extra
+        else f"{len(planted_seeds)} planted-world seeds, {len(null_seeds)} null-world seeds, 3 epochs of 40 tasks,"
+        " default settings (recall +- its standard error over the seeds)"
+    )
+    print_table(table)
     print("recall reachable with each run's own evidence (its estimate tested once, at the end, knowing every twin):")
     for label, row in table.items():
         if row["reachable"]:
@@ -616,7 +762,7 @@ def main() -> int:
         ("share of achievable gain >= 0.8", mine["share"] >= 0.8),
         ("promotion precision >= 0.9", mine["precision"] >= 0.9),
         ("promotion recall >= 0.8", mine["recall"] >= 0.8),
-        ("false promotions in <= 5% of null seeds", mine["null"] <= 0.05),
+        ("false promotions in <= 5% of null seeds", mine["null"] <= 0.05 * mine["nulls"]),
         ("harmful lesson gone within 2 epochs", mine["harmful"] <= 2),
     ]
     world = World(0)
@@ -627,7 +773,19 @@ def main() -> int:
     )
     for goal, ok in goals:
         print(f"{'PASS' if ok else 'FAIL'}  {goal}")
-    print(f"({time.perf_counter() - started:.0f} s)")
+    for arm in extra:
+        row = table[arm.label]
+        hard_goals = [
+            ("share of achievable gain >= 0.8", row["share"] >= 0.8),
+            ("promotion precision >= 0.9", row["precision"] >= 0.9),
+            ("false promotions in <= 1 of 20 null seeds", row["null"] <= 0.05 * row["nulls"]),
+            ("no harmful lesson left in any library at the end", row["left"] == 0),
+        ]
+        print(f"{arm.label} (recall {row['recall']:.2f} +- {row['se']:.2f}, stated, no goal):")
+        for goal, ok in hard_goals:
+            print(f"{'PASS' if ok else 'FAIL'}  {goal}")
+        goals += hard_goals
+    print(f"({time.perf_counter() - started:.0f} s, {len(jobs)} runs on {args.workers} workers)")
     return 0 if all(ok for _, ok in goals) else 1
 
 

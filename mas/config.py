@@ -122,6 +122,9 @@ class TrainConfig(RolloutConfig):
     """Target size of each library, stated to the edit call; adds past it are refused."""
     route: Literal["role", "global"] = "role"
     """Where proposed lessons go: the library of the role they name, or all to the global one."""
+    review: bool = False
+    """Hold each step's edits for review (``mas library review``) instead of applying them; a
+    later step sees what was accepted."""
 
     # -- the hierarchy
     exposure: ExposurePolicy = Field(default_factory=ExposurePolicy)

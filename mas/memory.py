@@ -19,7 +19,8 @@ the messages pile up. Here the block is one message that replaces itself. With a
 outgrows the buffer: use the default context.
 
 The library file is read again before every turn (a parse only when it changed), so a
-running agent sees a newly trained or rolled back library. The memory is read-only: lessons
+running agent sees a newly trained or rolled back library. A lesson in it that fails the screen
+(typed in by hand, say) is never in the block (``mas.library.screened``). The memory is read-only: lessons
 are learned by ``mas train``. It is a component: ``agent.dump_component()`` saves it.
 """
 

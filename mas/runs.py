@@ -42,13 +42,15 @@ def kind_of(settings: dict) -> str:
     return kind if isinstance(kind, str) else ""
 
 
-def check(run_dir: Path, settings: dict, names: dict[str, str] = NAMES) -> dict | None:
+def check(run_dir: Path, settings: dict, names: dict[str, str] = NAMES, *, defaults: dict | None = None) -> dict | None:
     """``settings`` to write for a new run; None when ``run_dir`` holds this run already.
-    Another kind of run, or this kind with other settings, is a ``UserError``."""
+    Another kind of run, or this kind with other settings, is a ``UserError``. ``defaults``:
+    the value of a ``config`` setting the earlier run did not record (one added since it started)."""
     before = expect(run_dir, settings["kind"])
     if before is None:
         return settings
     old = before.get("config") if isinstance(before.get("config"), dict) else {}
+    old = {**(defaults or {}), **old}
     config = settings.get("config", {})
     changed = sorted(k for k in config if k not in FREE_ON_RESUME and old.get(k) != config[k])
     changed += [name for key, name in names.items() if key in before and before[key] != settings.get(key)]

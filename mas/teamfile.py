@@ -9,8 +9,10 @@ library per role, eval, ablate, transfer) runs on it unchanged.
 
 Supported: any group chat autogen can load (RoundRobinGroupChat, SelectorGroupChat, Swarm,
 ...) whose participants are all ``AssistantAgent``s; their tools, workbenches, handoffs,
-termination conditions and model contexts load as autogen loads them. A ``FunctionTool`` is
-rebuilt by running its saved source code: a team file is code, load only your own.
+termination conditions and model contexts load as autogen loads them, once every provider in the
+file is found trusted (``mas.providers``: autogen's packages, mas, ``--trust``). A
+``FunctionTool`` is rebuilt by running its saved source code: a file with one is code, and loads
+only with ``--trust autogen_core.tools.FunctionTool``.
 Not supported, refused at load: other participants (a ``UserProxyAgent`` needs a person, a
 nested team or a code executor agent has no system message to learn). Changed: streaming is
 switched off (mas's wrappers see whole replies), a ``LessonMemory`` in an agent is dropped
@@ -29,9 +31,8 @@ import importlib
 import importlib.util
 import inspect
 import math
-import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from autogen_agentchat.agents import AssistantAgent
@@ -44,6 +45,7 @@ from mas import paths
 from mas.datasets import Fields, load_jsonl
 from mas.errors import UserError
 from mas.models.config_file import component, provider_class, read_document
+from mas.providers import check, trusted
 from mas.scenario import EXTRACTORS, REWARDS, Role, Scenario, guess_reward
 from mas.types import GLOBAL, Task
 
@@ -94,13 +96,16 @@ def load_team(
     fields: Fields = Fields(),
     test_file: Path | None = None,
     limit: int | None = None,
+    trust: Iterable[str] = (),
 ) -> Scenario:
     """The scenario of the team in ``path`` on the tasks in ``tasks``, scored by ``reward``: a
     shipped reward's name, ``module:function`` or ``file.py:function`` (None: guessed from the
-    answers, as for a bare task file)."""
+    answers, as for a bare task file). ``trust``: modules whose providers may load besides
+    autogen's and mas's (``--trust``)."""
     path, tasks = Path(path), Path(tasks)
     where = f"--team {path}"
     data = read_document(path, "--team")
+    check(data, where, trusted(trust))  # every provider, nested ones too, before any import
     model = component(data, where, "team")
     cls = provider_class(model, where)
     if not (isinstance(cls, type) and issubclass(cls, BaseGroupChat)):
@@ -247,8 +252,8 @@ def _reward(spec: str | None):
 
 
 def load_reward(spec: str) -> Reward:
-    """``module:function`` (importable from the current folder too) or ``path.py:function``:
-    a function ``(task, answer) -> float``."""
+    """``module:function`` (a module on the import path: mas never adds the working directory
+    to it) or ``path.py:function``: a function ``(task, answer) -> float``."""
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
         known = ", ".join(REWARDS)
@@ -262,13 +267,15 @@ def load_reward(spec: str) -> Reward:
             module = importlib.util.module_from_spec(loader)
             loader.loader.exec_module(module)
         else:
-            if "" not in sys.path and str(Path.cwd()) not in sys.path:
-                sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: your own module in this folder
+            if importlib.util.find_spec(module_name.partition(".")[0]) is None:
+                hint = f"; a file of yours: --reward {module_name.replace('.', '/')}.py:{attr}"
+                raise UserError(f"--reward {spec!r}: no module {module_name!r} on the import path{hint}")
             module = importlib.import_module(module_name)
     except UserError:
         raise
     except Exception as exc:
-        raise UserError(f"--reward {spec!r}: cannot load {module_name} ({type(exc).__name__}: {exc})") from None
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise UserError(f"--reward {spec!r}: cannot load {module_name} ({type(exc).__name__}: {first})") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise UserError(f"--reward {spec!r}: {module_name} has no function {attr!r}")

@@ -20,7 +20,7 @@ from mas import runs, screen, stages
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
 from mas.journal import Journal, records
-from mas.library import hierarchy
+from mas.library import hierarchy, pending
 from mas.library.edits import apply
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
@@ -97,7 +97,10 @@ async def train(
                 _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
             # The versions the run starts from: its report tells its own history from later runs'.
             runs.start(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
-        return await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
+        result = await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
+        if pending.settle(store):  # decisions taken during the last step: in the library before the run lets go
+            result = result.model_copy(update={"heads": store.heads()})
+        return result
 
 
 async def _train(
@@ -163,6 +166,7 @@ async def _step(
     the promotion pass when it is due."""
     started, meter = time.perf_counter(), Meter()
     client, learner = clients
+    pending.settle(store)  # review decisions taken since the last step: this step sees them
     before = _endpoints(client, learner)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     # A lesson counts as established only by the bound the next promotion pass will use.
@@ -196,7 +200,12 @@ async def _step(
     groups = [group for group, _, _ in learned]
     advantages = [adv for _, _, adv in learned if adv is not None]
     versions, refused = await _edit(ctx, groups, advantages)
-    if not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
+    held = 0
+    if config.review:
+        held = pending.hold(
+            store, provenance, versions, learned, heads=heads, route=config.route, limit=config.max_lessons
+        )
+    elif not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
         store.commit([v for v in versions if v.edits])
     events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
     hierarchy.record_usage(store, events, provenance)
@@ -225,7 +234,8 @@ async def _step(
         groups=len(groups),
         informative=informative,
         mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
-        applied={v.library: len(v.edits) for v in versions},
+        applied={v.library: len(v.edits) for v in versions if not config.review},
+        pending=held,
         rejected={v.library: v.rejected for v in versions if v.rejected},
         retired={v.library: len(v.edits) for v in retired},
         pruned=len(pruned) + sum(m.kind == "merge" for m in moves),
@@ -358,4 +368,5 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
         "config": config.model_dump(mode="json"),
         **scenario.sources,  # an autogen team file: its path and digest
     }
-    return runs.check(run_dir, settings)
+    # a setting added since the run started: its default
+    return runs.check(run_dir, settings, defaults=TrainConfig().model_dump(mode="json"))

@@ -11,9 +11,12 @@ from collections import Counter
 from functools import cache
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, create_model, model_serializer, model_validator
 
 SCHEMA_VERSION = 1
+REVIEW_SCHEMA = 2
+"""The schema of a library version a review decision made (``mas library review``): its
+provenance says who decided and why, fields a mas from before the review gate cannot read."""
 GLOBAL = "global"
 """The name of the shared library that every role's prompt carries."""
 
@@ -90,20 +93,54 @@ class Budget(Settings):
         return self.global_tokens if library == GLOBAL else self.private_tokens
 
 
+class Source(Frozen):
+    """Where lessons from outside came from: another team's library file, as it was read."""
+
+    file: str
+    """The file, resolved."""
+    sha256: str
+    """The digest of the file's bytes as they were read."""
+    at: str
+    """When it was read (ISO 8601, with the time zone)."""
+    library: str
+    """The library of that file the lessons were in."""
+    version: int = 0
+    """That library's version."""
+
+
 class Provenance(Frozen):
     run: str
     epoch: int
     step: int
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh"] = "edit"
+    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review"] = "edit"
     """What made the version: the step's edit batch, a promotion pass, a budget retirement,
-    lessons written directly without the loop (the ablation), or the emptying of a library by a
-    run started with ``fresh``."""
+    lessons written directly without the loop (the ablation), the emptying of a library by a
+    run started with ``fresh``, the removal of lessons that fail the screen on load, an import
+    of another team's lessons (``source``), or a review decision on an edit held for review."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
     """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """Where imported lessons came from (stage ``import``); left out of the file otherwise."""
+    pending: int | None = None
+    """The held edit a review decided (``stage="review"``)."""
+    by: str = ""
+    """Who decided it."""
+    why: str = ""
+    """Why, in the reviewer's words."""
+
+    @model_serializer(mode="wrap")
+    def _review_fields_only_in_reviews(self, handler):
+        """A version no review made is written as before the review gate, so that a mas from
+        before it reads the file (a review's version has its own schema: ``REVIEW_SCHEMA``)."""
+        data = handler(self)
+        if self.stage != "review" and isinstance(data, dict):
+            for name in ("pending", "by", "why"):
+                data.pop(name, None)
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -405,8 +442,11 @@ class QuarantineItem(Frozen):
     library: str
     text: str
     reason: str
-    stage: Literal["advantage", "edit"]
-    """Where the text was proposed: by a semantic advantage, or by an edit call."""
+    stage: Literal["advantage", "edit", "load", "import"]
+    """Where the text was proposed: by a semantic advantage, or by an edit call; or where it was
+    found: in a library file as it was read, or in a file being imported."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """The file it was to be imported from (stage ``import``)."""
 
 
 class RefusedEdit(Frozen):
@@ -586,3 +626,67 @@ class StepReport(Plain):
     clients that are not an OpenAI-compatible endpoint)."""
     tokens_counted: str = ""
     """What counted the budgets' tokens: the model's tokenizer, or words as a labelled fallback."""
+    pending: int = 0
+    """Edits held for review (``mas train --review``) instead of applied."""
+
+
+# -- the review gate (``mas train --review``, ``mas library review``) ---------------------------
+
+
+Change = Annotated[Add | Modify | Delete, Field(discriminator="op")]
+"""An edit that changes a library (a ``keep`` changes nothing and is never held)."""
+
+
+class Proposal(Frozen):
+    """A group whose semantic advantage proposed an operation behind a held edit."""
+
+    task_id: str
+    question: str
+    rewards: list[FiniteFloat]
+    reason: str = ""
+    """The operation's reason, as the semantic advantage gave it."""
+    comparison: str = ""
+    """The semantic advantage's comparison of the winners with the losers."""
+    deciding_roles: list[str] = []
+
+
+class PendingEdit(Frozen):
+    """An edit of a step held for review: the edit, the lesson it changes as it was then, and
+    the groups behind it, the likeliest first (the edit call merges a library's operations)."""
+
+    id: int = Field(ge=1)
+    """Unique in the library file's queue, never reused."""
+    library: str
+    edit: Change
+    was: str = ""
+    """The text of the lesson a modify or delete changes, when the edit was held."""
+    sources: list[Proposal] = []
+    proposals: int = 0
+    """Operations of the step that the library's edit call merged into its edits."""
+
+
+class PendingStep(Frozen):
+    """The edits one training step held, with what a review needs to apply them as the step
+    would have: its provenance, the library size limit, and what screening checks a text
+    against (the step's answers and the texts its roles read)."""
+
+    schema_version: int = SCHEMA_VERSION
+    provenance: Provenance
+    limit: int | None = None
+    answers: list[str] = []
+    sources: list[str] = []
+    edits: list[PendingEdit] = []
+
+
+class Decision(Frozen):
+    """A reviewer's decision on a held edit; the first decision on an edit is the one that holds."""
+
+    schema_version: int = SCHEMA_VERSION
+    id: int = Field(ge=1)
+    verdict: Literal["accept", "reject", "edit"]
+    by: str
+    why: str = ""
+    text: str | None = None
+    """The reviewer's text (``edit``), which replaces the model's."""
+    at: str = ""
+    """When, as an ISO 8601 time."""

@@ -32,12 +32,19 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", _loopback_only)
 
 
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory) -> Path:
+    """The user's cache of the session (the screen's verdicts on lessons), never the real one."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
-def home(tmp_path_factory, monkeypatch) -> Path:
+def home(tmp_path_factory, monkeypatch, cache) -> Path:
     """Every test (and every ``mas`` it starts) writes its runs and libraries into a fresh
-    folder of its own, never into the checkout."""
+    folder of its own, never into the checkout, and its cache into the session's."""
     folder = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("MAS_HOME", str(folder))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     return folder
 
 

@@ -909,7 +909,10 @@ def test_lesson_text_reaches_the_terminal_escaped(args, tmp_path, capsys, monkey
     assert code == 0, err
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
     assert not any(line.lstrip().startswith("[solver/0009]") for line in out.splitlines())  # no faked line
-    assert "\\x1b" in out and "\\u202e" in out
+    if args[1] in ("diff",) or "--quarantine" in args:
+        assert "\\x1b" in out and "\\u202e" in out
+    else:  # the screen keeps a lesson with hidden characters out of the heads (mas.library.screened)
+        assert "\\x1b" not in out
 
 
 def test_an_error_message_reaches_the_terminal_escaped(tmp_path, capsys, monkeypatch):

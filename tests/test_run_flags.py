@@ -14,10 +14,11 @@ from tests.test_cli_help import ALL, help_of
 from tests.test_team_file import cli
 
 RUN_FLAGS = [
-    "--model", "--base-url", "--api-key", "--model-config", "--learner-config", "--reasoning", "--concurrency",
-    "--call-timeout", "--retries", "--budget-usd", "--prices", "--executor",
+    "--model", "--base-url", "--api-key", "--model-config", "--learner-config", "--trust", "--reasoning",
+    "--concurrency", "--call-timeout", "--retries", "--budget-usd", "--prices", "--executor", "--track",
 ]  # fmt: skip
-"""What governs model calls (the issue's list, with the key and the reasoning switch)."""
+"""What governs model calls (the issue's list, with the key and the reasoning switch), the
+modules a team or model config file may name (``--trust``) and the run's tracking (``--track``)."""
 MODEL_COMMANDS = {("train",), ("eval",), ("ablate",), ("transfer",), ("promote",)}
 CLI = Path(flags.__file__).parent
 

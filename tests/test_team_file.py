@@ -86,6 +86,7 @@ def files(tmp_path, fault_server, monkeypatch):
     model = tmp_path / "model.json"
     model.write_text(json.dumps(config.dump_component().model_dump(mode="json")))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-key")  # the dump writes "**********" for the key
+    monkeypatch.setenv("MAS_TRUST", "autogen_core.tools.FunctionTool")  # our own file: its tool's code may run
     return {"team": team, "tasks": tasks, "model": model, "server": fault_server, "tmp": tmp_path}
 
 
@@ -219,7 +220,7 @@ async def test_a_selector_team_uses_the_runs_client_for_speaker_selection(tmp_pa
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(json.dumps({"question": "What is 2 + 3?", "answer": "5"}) + "\n")
     team = dump(SelectorGroupChat(agents(), model_client=SAVED, max_turns=3), tmp_path / "selector.json")
-    scenario = load_team(team, tasks=tasks, reward="numeric")
+    scenario = load_team(team, tasks=tasks, reward="numeric", trust=["autogen_core.tools.FunctionTool"])
     client = mas.FakeClient(respond)
     rollout = await run_rollout(
         scenario, scenario.tasks[0] if scenario.tasks else scenario.held_out[0], 0, client=client, heads={},
@@ -273,7 +274,10 @@ def test_a_bad_team_file_is_one_line_and_exit_2(name, files, capsys, monkeypatch
         (["{tasks}", "--tasks-file", "{tasks}"], "--tasks-file goes with --team"),
         (["maths", "--reward", "numeric"], "--reward goes with --team"),
         (["{tasks}", "--team", "{team}", "--reward", "exact"], "--reward 'exact': expected a shipped reward"),
-        (["{tasks}", "--team", "{team}", "--reward", "no_such_module:score"], "cannot load no_such_module"),
+        (
+            ["{tasks}", "--team", "{team}", "--reward", "no_such_module:score"],
+            "no module 'no_such_module' on the import path",
+        ),
         (["{tasks}", "--team", "{team}", "--reward", "json:nothing_here"], "json has no function 'nothing_here'"),
         (["{tasks}", "--team", "{team}"], "missing field 'question'"),
     ],

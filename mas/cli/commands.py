@@ -29,6 +29,7 @@ from mas.cli.sources import (
     Team,
     scenario_from,
 )
+from mas.cli.tracking import stopping, training
 from mas.config import PRESETS, PromotionPolicy, TrainConfig, train_config
 from mas.redact import redact
 from mas.tools import isolation
@@ -81,6 +82,7 @@ def train_command(
     max_lessons: int = option(TrainConfig, "max_lessons"),
     shuffle: bool = option(TrainConfig, "shuffle", "--shuffle/--no-shuffle"),
     fresh: bool = option(TrainConfig, "fresh", "--fresh"),
+    review: bool = option(TrainConfig, "review", "--review"),
     rollout_timeout: float = option(TrainConfig, "rollout_timeout"),
     inject: Inject = option(Budget, "inject"),
     promote_every: Cadence = option(PromotionPolicy, "cadence", "--promote-every"),
@@ -111,13 +113,13 @@ def train_command(
     _allow_unsafe_python(unsafe_python_tool)
     spec = scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note,
+        test_file=test_file, say=_note, trust=run.trust,
     )  # fmt: skip
     config = settings(
         train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
         max_tokens=max_tokens, max_lessons=max_lessons, shuffle=shuffle, rollout_timeout=rollout_timeout,
-        seed=seed, ground_truth=ground_truth, fresh=fresh, **run.limits(),
+        seed=seed, ground_truth=ground_truth, fresh=fresh, review=review, **run.limits(),
         budget=Budget(inject=inject) if inject else None,
         promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
@@ -128,6 +130,7 @@ def train_command(
     run_dir = run_dir or paths.new_run_dir(spec.name)
     runs.expect(run_dir, "train")  # a study's folder is refused before a line says anything
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
+    tracked = training(run.track, spec.name, run_dir, steps_per_epoch=steps // config.epochs, roles=spec.role_names)
     _tell(starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
 
     async def main():
@@ -139,11 +142,14 @@ def train_command(
                 return await train(
                     spec, client=counted, store=store, run_dir=run_dir, config=config, model_name=clients.label,
                     price=price, learner=learner,
-                    on_step=lambda report: bar.console.print(_step_line(report)),
+                    on_step=lambda report: _stepped(bar, report, tracked),
                     on_rollout=lambda n: bar.advance(job, n),
                 )  # fmt: skip
 
-    result = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
+    with stopping(tracked):
+        result = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
+    if tracked is not None:
+        tracked.stop("FINISHED", store)
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {clients.label!r}; see --prices)"
     out.print(f"run {result.run}: {count(len(result.steps), 'step')}, cost {cost}, journal in {run_dir}")
     if result.stopped:
@@ -151,6 +157,11 @@ def train_command(
     refused = refused_line(result.steps)
     _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {near(store.path)} --rejected")
     _tell(failed_line(result.steps))
+    if config.review:
+        from mas.library.pending import queue
+
+        waiting = sum(held.open for held in queue(store))
+        _tell(f"{count(waiting, 'held edit')} waiting for review: mas library review {near(store.path)}")
     if not any(v.lessons for v in result.heads.values()):
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     print_lessons(result.heads)
@@ -171,6 +182,7 @@ def report_command(
 
 def _step_line(r: StepReport) -> str:
     applied = ", ".join(f"{k} {v} edits" for k, v in r.applied.items()) or "no edits"
+    applied += f", {r.pending} held for review" if r.pending else ""
     refused = sum(len(v) for v in r.rejected.values())
     applied += f" ({refused} refused)" if refused else ""
     applied += "".join(
@@ -188,6 +200,12 @@ def _step_line(r: StepReport) -> str:
         f"epoch {r.epoch} step {r.step}: reward {r.mean_reward:.2f}, {r.informative}/{r.groups} groups informative, "
         f"{applied}, {calls} calls, {failures} failures{failures_text}, {r.seconds:.1f} s"
     )
+
+
+def _stepped(bar, report: StepReport, tracked) -> None:
+    bar.console.print(_step_line(report))
+    if tracked is not None:
+        tracked.step(report)
 
 
 def _tell(message: str) -> None:

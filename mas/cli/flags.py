@@ -8,7 +8,7 @@ same defaults, to every command that calls a model (``train``, ``eval``, ``ablat
         async with run.open(clients) as (client, learner): ...
 
 The command gets them as one ``RunFlags`` in its parameter ``run``. A flag added to ``FLAGS``
-(and to ``RunFlags``) joins every such command at once; ``tests/test_cli_help.py`` checks that
+(and to ``RunFlags``) joins every such command at once; ``tests/test_run_flags.py`` checks that
 each command that calls a model has all of them, and that no command reaches a model another
 way.
 """
@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from mas.cli.options import given, option
-from mas.cli.sources import LearnerConfig, ModelConfig, Models, Reasoning, models
+from mas.cli.sources import LearnerConfig, ModelConfig, Models, Reasoning, Trust, models
+from mas.cli.tracking import Track
 from mas.config import RolloutConfig
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ class RunFlags:
     api_key: str | None
     model_config: Path | None
     learner_config: Path | None
+    trust: list[str] | None
+    """``--trust``: modules a team or model config file may name, besides autogen's and mas's."""
     reasoning: bool | None
     concurrency: int | None
     call_timeout: float | None
@@ -53,6 +56,8 @@ class RunFlags:
     budget_usd: float | None
     prices: Path | None
     executor: Executor
+    track: str | None
+    """``--track``: ``mlflow`` to log the run (``mas.cli.tracking``), else None."""
 
     @property
     def spec(self) -> str:
@@ -72,7 +77,7 @@ class RunFlags:
         """The clients to open, their config files read and checked now (before anything is written)."""
         return models(
             self.spec, model_config=self.model_config, learner_config=self.learner_config, reasoning=self.reasoning,
-            call_timeout=self.call_timeout, retries=self.retries,
+            call_timeout=self.call_timeout, retries=self.retries, trust=self.trust,
         )  # fmt: skip
 
     def open(self, clients: Models):
@@ -101,6 +106,7 @@ FLAGS = {
     ),
     "model_config": (ModelConfig, None),
     "learner_config": (LearnerConfig, None),
+    "trust": (Trust, None),
     "reasoning": (Reasoning, None),
     "concurrency": (int | None, option(RolloutConfig, "concurrency")),
     "call_timeout": (float, option(RolloutConfig, "call_timeout")),
@@ -114,6 +120,7 @@ FLAGS = {
         Executor,
         typer.Option("local", help="Where rollouts run: local (this process)."),
     ),
+    "track": (Track, None),
 }
 """Each run flag: its type and its default (a ``typer.Option``, or the value of an annotated one)."""
 assert list(FLAGS) == [f.name for f in fields(RunFlags)]

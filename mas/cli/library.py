@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` start
     from mas.library.store import LibraryStore
     from mas.types import Provenance
 
-library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export and roll back libraries.")
+library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export, import, review and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 app = typer.Typer(rich_markup_mode=None)
 """``mas library`` and ``mas graph``, for ``mas.cli.main`` to list under ``mas``."""
@@ -61,6 +61,10 @@ def library_show(
         if role is not None and not heads:
             raise UserError(f"{store.path}: unknown library {role!r} (has {', '.join(store.libraries()) or 'none'})")
     print_lessons(heads, provenance=True)
+    if version is None:
+        held = sum(len(lessons) for name, lessons in _held(store).items() if role in (None, name))
+        if held:
+            say(f"{held} lesson{'s' * (held != 1)} quarantined on load, in no prompt: see --quarantine")
 
 
 @library_app.command("diff")
@@ -76,7 +80,7 @@ def library_diff(
     from mas.library.store import diff
 
     store = store_of(which)
-    newer = store.head(role) if new is None else store.version(role, new)
+    newer = store.head(role, screened=False) if new is None else store.version(role, new)  # as stored
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
         say(line)
 
@@ -121,6 +125,48 @@ def library_export(
     print("\n".join(shown(line) for line in text.split("\n")))
 
 
+@library_app.command("import")
+def library_import(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Another team's library file.", show_default=False)],
+    into: str | None = typer.Option(
+        None,
+        "--into",
+        metavar="LIBRARY",
+        help="A scenario name or a library file.",
+        show_default="libraries/<FILE's name>",
+    ),
+    role: str | None = typer.Option(None, help="Only this library of FILE."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would come in and what would not; write nothing."),
+) -> None:
+    """Bring another team's lessons into a library file: each lesson is screened, what passes is
+    added as a new version of its library (provenance: FILE, its SHA-256, the time), what fails
+    is quarantined with its reason."""
+    from mas.library.importing import bring, plan
+    from mas.library.logs import SideFiles
+    from mas.library.store import LibraryStore
+
+    target = _library_path(into) if into is not None else paths.library_file(paths.slug(file.stem))
+    if target.is_dir():
+        raise UserError(f"--into {target}: a folder, not a library file")
+    store = LibraryStore(target)
+    store.heads()  # a damaged library file is named before anything is written
+    SideFiles(store.path).check()
+    incoming = plan(store, file, only=role)
+    if not dry_run and (incoming.versions or incoming.quarantined):
+        with store.exclusive():  # quarantined lessons of ours leave first: the versions follow the stored ones
+            incoming = plan(store, file, only=role)
+            bring(store, incoming)
+    for their, ours, text in incoming.added:
+        say(f"+ {ours}: {text} (their {their})")
+    for their, item in incoming.quarantined:
+        say(f"quarantined their {their}: {item.reason}")
+    for their, why in incoming.skipped:
+        say(f"skipped their {their}: {why}")
+    verb = "would import" if dry_run else "imported"
+    counts = f"{len(incoming.added)} lessons, {len(incoming.quarantined)} quarantined, {len(incoming.skipped)} skipped"
+    say(f"{verb} {counts} from {file} into {store.path}" + ("; nothing written" if dry_run else ""))
+
+
 @library_app.command("rollback")
 def library_rollback(
     which: Which,
@@ -135,15 +181,39 @@ def library_rollback(
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
+    """The lessons screening refused: those training proposed, those found on load (still in
+    the file, or taken out of it) and those an import left out, each with its reason."""
     from mas.library.logs import SideFiles
 
     log = SideFiles(store.path).quarantine
     rows = [(key, item) for key, items in log.steps() for item in items if role in (None, item.library)]
-    if not rows:
-        say(f"nothing quarantined in {log.path}")
+    held = [(name, lesson, why) for name, q in _held(store).items() if role in (None, name) for lesson, why in q]
+    if not rows and not held:
+        say(f"nothing quarantined in {log.path} or {store.path}")
     for key, item in rows:
         say(f"[{item.library}] {item.text}")
-        say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+        if item.stage == "import" and item.source is not None:
+            where = f"not imported from {item.source.file} ({_source(item.source)})"
+        elif item.stage == "load":
+            where = f"found in the library file, taken out by {key.run}"
+        else:
+            where = f"run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage"
+        say(f"  refused: {item.reason} ({where})")
+    for name, lesson, why in held:
+        say(f"[{name}] [{lesson.id}] {lesson.text}")
+        say(f"  refused: {why} (in the library file, in no prompt; the next training run, promotion, rollback or "
+            "import takes it out)")  # fmt: skip
+
+
+def _held(store: LibraryStore) -> dict:
+    """The lessons of the latest versions that fail the screen, by library."""
+    from mas.library.screened import quarantined
+
+    return {name: q for name, v in store.heads(screened=False).items() if (q := quarantined(v))}
+
+
+def _source(source) -> str:
+    return f"its {source.library} v{source.version}, sha256 {source.sha256[:12]}, read {source.at}"
 
 
 def _print_rejected(store: LibraryStore, role: str | None) -> None:
@@ -245,9 +315,12 @@ def describe(p: Provenance) -> str:
     """Where a version came from, in one line: ``run r1, epoch 0, step 2, model fake, tasks a, b``;
     a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...)."""
     parts = [f"run {p.run}", f"epoch {p.epoch}", f"step {p.step}"]
-    parts += [] if p.stage == "edit" else [f"by {p.stage}"]
+    parts += [] if p.stage in ("edit", "review") else [f"by {p.stage}"]
+    if p.stage == "review":
+        parts.append(f"held #{p.pending}, decided in review by {p.by}" + (f" ({p.why})" if p.why else ""))
     parts += [f"model {p.model}"] if p.model else []
     parts += [f"tasks {', '.join(p.task_ids)}"] if p.task_ids else []
+    parts += [f"from {p.source.file} ({_source(p.source)})"] if p.source else []
     return ", ".join(parts)
 
 
@@ -262,34 +335,16 @@ def graph_export(
 ) -> None:
     """Write the usage graph: roles, lessons, the randomized evidence on each role -> lesson
     edge (trial edges for transfer trials), and the promotions."""
-    import networkx as nx
-
-    from mas.config import PromotionPolicy
-    from mas.library import graph as usage_graph
-    from mas.library import hierarchy
     from mas.library.logs import SideFiles
     from mas.paths import atomic_write
     from mas.redact import redact
-    from mas.studies.graph_view import render
+    from mas.studies.graph_view import export
 
     store = store_of(which)
     side = SideFiles(store.path)
     target = side.graph(format) if output is None else _output(output, side, format)
-    with store.exclusive():
-        graph = usage_graph.build(
-            hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
-            store.heads(),
-            history=[v for name in store.libraries() for v in store.versions(name)],
-            moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
-            events=side.usage.items() if tasks else None,
-        )
-        if format == "graphml":
-            text = "\n".join(nx.generate_graphml(graph)) + "\n"
-        else:
-            logged = sorted(
-                [*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step)
-            )
-            text = render(graph, logged, title=f"Usage graph of {store.path.name}")
+    with store.exclusive(settle=False):  # an export changes no library
+        text, graph = export(store, format, tasks=tasks)
         atomic_write(target, redact(text))
     say(f"wrote {target} ({graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges)")
 
@@ -331,7 +386,7 @@ def library_recover(which: Which) -> None:
     if store.healthy() and not any(log.damaged() for log in logs):  # checked first: no lock file for nothing
         found = store.path.exists() or store.backup.exists()
         raise UserError(f"{store.path}: {'not corrupt, nothing to recover' if found else 'no such library file'}")
-    with store.exclusive():
+    with store.exclusive(settle=False):  # a damaged file cannot be screened
         try:
             count = store.recover()
         except NotCorrupt:
@@ -344,3 +399,6 @@ def library_recover(which: Which) -> None:
     for path, n in aside.items():
         if n:
             say(f"{path}: set {n} bad line{'s' * (n > 1)} aside in {path}.bad")
+
+
+from mas.cli import review as _review  # noqa: E402, F401  (declares ``mas library review`` on library_app)

@@ -13,6 +13,7 @@ from mas.cli import interrupt
 from mas.cli.flags import RunFlags, run_flags
 from mas.cli.library import Which, out, say, shown, store_of
 from mas.cli.options import option, settings
+from mas.cli.tracking import log_promote, tracker
 from mas.config import PromotionPolicy
 
 app = typer.Typer(rich_markup_mode=None)
@@ -45,9 +46,12 @@ def promote_command(
     judged = run.chosen or run.learner_config is not None
     clients = run.clients() if judged else None
     price = run.price(clients) if clients else None
+    tracking = tracker(run.track, store.path.stem)
     moves, spent = interrupt.run(_promote(store, policy, stamp, run, clients, price, dry_run=dry_run))
     if spent is not None:
         say(f"judging cost ${spent:.4f}" if price.known else f"judging cost unknown (no price for {clients.label!r})")
+    logged = {"library": str(store.path.resolve()), "model": clients.label if clients else "", "dry_run": dry_run}
+    log_promote(tracking, params={**logged, **policy.model_dump(mode="json")}, moves=moves, spent=spent)
     _print_moves(moves, store, dry_run)
 
 

@@ -72,6 +72,18 @@ LearnerConfig = Annotated[
         show_default="the team's model",
     ),
 ]
+Trust = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--trust",
+        metavar="MODULE",
+        help="A module whose classes --team and model config files may name (its submodules too), besides "
+        "autogen's and mas's; repeatable, or MAS_TRUST=a,b. Files naming other modules are refused before any "
+        "import. autogen classes that run what a file names need naming too: autogen_core.tools.FunctionTool, "
+        "autogen_ext.tools.mcp, autogen_ext.code_executors.",
+        show_default=False,
+    ),
+]
 Reasoning = Annotated[
     bool | None,
     typer.Option(
@@ -91,6 +103,7 @@ def scenario_from(
     fields: Fields,
     test_file: Path | None = None,
     say: Callable[[str], None] | None = print,
+    trust: list[str] | None = None,
 ) -> Scenario:
     """The scenario a command was given; ``say`` (when given) is told how mas chose a team or
     reward."""
@@ -110,7 +123,7 @@ def scenario_from(
             raise UserError("--team needs its tasks as a .jsonl file: give it as SCENARIO or as --tasks-file")
         from mas.teamfile import load_team  # autogen's loaders: only for a team file
 
-        spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file)
+        spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file, trust=trust or ())
     if spec.origin and say is not None:
         say(spec.origin)
     return spec
@@ -149,11 +162,13 @@ def models(
     reasoning: bool | None = None,
     call_timeout: float | None = None,
     retries: int | None = None,
+    trust: list[str] | None = None,
 ) -> Models:
     """Read and check the model config files now (before anything is written)."""
     from mas.models.config_file import load_model_config
 
     limits = {k: v for k, v in (("call_timeout", call_timeout), ("retries", retries)) if v is not None}
+    limits["trust"] = trust or ()
     if model_config is not None and spec != "local":
         raise UserError("give --model or --model-config, not both")
     team = load_model_config(model_config, reasoning=reasoning, **limits) if model_config else None

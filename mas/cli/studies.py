@@ -18,6 +18,7 @@ from mas.cli.flags import RunFlags, run_flags
 from mas.cli.options import option, settings
 from mas.cli.sources import AnswerField, QuestionField, Reward, ScenarioArg, TasksFile, Team, scenario_from
 from mas.cli.tables import print_ablation, print_eval, print_transfer
+from mas.cli.tracking import log_ablate, log_eval, log_transfer, params, tracker
 from mas.config import ABLATIONS, EvalConfig, TrainConfig
 from mas.errors import UserError
 
@@ -37,12 +38,14 @@ def _run_dir(kind: str) -> object:
     )
 
 
-def _scenario(scenario, *, team, tasks_file, reward, question_field, answer_field, test_file, as_json) -> Scenario:
+def _scenario(
+    scenario, run: RunFlags, *, team, tasks_file, reward, question_field, answer_field, test_file, as_json
+) -> Scenario:
     from mas.datasets import Fields
 
     return scenario_from(
         scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note if not as_json else None,
+        test_file=test_file, say=_note if not as_json else None, trust=run.trust,
     )  # fmt: skip
 
 
@@ -93,7 +96,7 @@ def eval_command(
 
     _allow_unsafe_python(unsafe_python_tool)
     spec = _scenario(
-        scenario, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
+        scenario, run, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
         answer_field=answer_field, test_file=test_file, as_json=as_json,
     )  # fmt: skip
     config = settings(
@@ -114,6 +117,7 @@ def eval_command(
     libraries = {key: job.library(path, heads) for key, path, heads, _ in plan}
     recorded = job.settings("eval", spec, model=clients.label, config=config, libraries=libraries)
     runs.check(run_dir, recorded, job.NAMES)  # before anything is written
+    tracking = tracker(run.track, spec.name)
     _starting(run_dir, as_json)
 
     async def main():
@@ -126,6 +130,8 @@ def eval_command(
 
     results, stopped = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
     labels = [Path(str(path)).name if path else "none" for _, path, _, _ in plan][: len(results)]
+    logged = params(spec, clients.label, libraries=[str(path or "none") for _, path, _, _ in plan], config=config)
+    log_eval(tracking, labels=labels, results=results, params=logged, run_dir=run_dir)
     print_eval(
         spec, results, labels=labels, config=config, price=price, stopped=stopped, run_dir=run_dir, as_json=as_json
     )
@@ -200,15 +206,18 @@ def transfer_command(
 
     _allow_unsafe_python(unsafe_python_tool)
     spec = _scenario(
-        scenario, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
+        scenario, run, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
         answer_field=answer_field, test_file=test_file, as_json=as_json,
     )  # fmt: skip
     path = library or paths.library_file(spec.name)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
     store = _store(path)
+    tracking = tracker(run.track, spec.name)
     if from_trials:
-        print_transfer(spec.role_names, from_trials_of(spec.role_names, SideFiles(path).usage), as_json=as_json)
+        result = from_trials_of(spec.role_names, SideFiles(path).usage)
+        log_transfer(tracking, params=params(spec, "", libraries=[str(path)]), result=result)
+        print_transfer(spec.role_names, result, as_json=as_json)
         return
     heads = store.heads()
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, seed=seed, **run.limits()), store)
@@ -224,6 +233,8 @@ def transfer_command(
         as_json=as_json,
     )  # fmt: skip
     result = interrupt.run(work, resume=f"run the same command with --run-dir {run_dir} to resume")
+    logged = params(spec, clients.label, libraries=[str(path)], config=config)
+    log_transfer(tracking, params=logged, result=result, run_dir=run_dir)
     print_transfer(spec.role_names, result, as_json=as_json, run_dir=run_dir, price=price)
 
 
@@ -269,7 +280,7 @@ def ablate_command(
 
     _allow_unsafe_python(unsafe_python_tool)
     spec = _scenario(
-        scenario, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
+        scenario, run, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
         answer_field=answer_field, test_file=None, as_json=as_json,
     )  # fmt: skip
     chosen = _variants(variants)
@@ -280,12 +291,15 @@ def ablate_command(
     price = run.price(clients)
     run_dir = run_dir or paths.new_run_dir(f"ablate-{spec.name}")
     runs.check(run_dir, recorded(spec, chosen, train_config, eval_config, model_name=clients.label), job.NAMES)
+    tracking = tracker(run.track, spec.name)
     _starting(run_dir, as_json)
     work = _ablate(
         spec, run, clients=clients, chosen=chosen, train_config=train_config, eval_config=eval_config,
         run_dir=run_dir, price=price, as_json=as_json,
     )  # fmt: skip
     done = interrupt.run(work, resume=f"run the same command with --run-dir {run_dir} to resume")
+    logged = params(spec, clients.label, libraries=[], variants=chosen, train=train_config, eval=eval_config)
+    log_ablate(tracking, params=logged, rows=done.rows, run_dir=run_dir)
     print_ablation(spec, done, tasks=tasks, test_tasks=test_tasks, k=eval_config.k, run_dir=run_dir, as_json=as_json)
 
 

@@ -131,12 +131,13 @@ def _refusal(edit: Edit, lessons: dict[str, Lesson], shared: list[Lesson]) -> st
         return f"unknown lesson id {edit.id!r}"
     text = getattr(edit, "text", None)
     if text is not None:
-        normal = _normal(text)
+        normal = normal_text(text)
         for lesson in [*lessons.values(), *shared]:
-            if _normal(lesson.text) == normal and getattr(edit, "id", None) != lesson.id:
+            if normal_text(lesson.text) == normal and getattr(edit, "id", None) != lesson.id:
                 return f"duplicate of {lesson.id}"
     return None
 
 
-def _normal(text: str) -> str:
+def normal_text(text: str) -> str:
+    """What two texts that say the same words share: case, spacing and a final full stop aside."""
     return " ".join(text.lower().split()).rstrip(".")

@@ -7,14 +7,17 @@ For ``libraries/maths.json``:
     maths.json.run.lock       held for a whole operation on the library: a training run, a
                               rollback, a promotion pass, a recovery, a graph export
     maths.usage.jsonl         the usage events of each step
-    maths.quarantine.jsonl    the proposed lessons screening refused, with why
+    maths.quarantine.jsonl    the lessons screening refused, with why: proposed in training, found
+                              in the library file on load, or left out of an import
     maths.rejected.jsonl      the operations and edits that could not be applied, with why
     maths.promotions.jsonl    every promotion pass: its promotions and demotions, with evidence
     maths.prunings.jsonl      the lessons pruned after each step, with their evidence
     maths.equivalence.jsonl   the judgements of which lessons say the same thing
+    maths.pending.jsonl       the edits steps held for review (``mas train --review``)
+    maths.reviews.jsonl       the review decisions on them, until the library records them
     maths.graph.html|graphml  the usage graph, when exported
 
-The five step logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
+The six step logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
 "items": [...]}``), so a crash can never leave a step half recorded and a resumed step is
 never recorded twice. They are read back as untrusted input: a last line cut short by a crash
 is dropped, any other bad line stops the reader with one line naming it, and ``repair()``
@@ -37,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mas.errors import UserError
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact, redact_data
-from mas.types import PromotionMove, QuarantineItem, RefusedEdit, UsageEvent
+from mas.types import PendingStep, PromotionMove, QuarantineItem, RefusedEdit, UsageEvent
 
 Item = TypeVar("Item", bound=BaseModel)
 
@@ -244,10 +247,12 @@ class SideFiles:
         self.promotions = StepLog(self._beside(".promotions.jsonl"), PromotionMove, self.library)
         self.prunings = StepLog(self._beside(".prunings.jsonl"), PromotionMove, self.library)
         self.equivalence = self._beside(".equivalence.jsonl")
+        self.pending = StepLog(self._beside(".pending.jsonl"), PendingStep, self.library)
+        self.reviews = self._beside(".reviews.jsonl")
 
     @property
     def logs(self) -> list[StepLog]:
-        return [self.usage, self.quarantine, self.rejected, self.promotions, self.prunings]
+        return [self.usage, self.quarantine, self.rejected, self.promotions, self.prunings, self.pending]
 
     def check(self) -> None:
         """Read every log through: a damaged one stops a command before it writes anything."""
@@ -257,7 +262,7 @@ class SideFiles:
 
     def owned(self) -> set[Path]:
         """Every file that belongs to the library: no output may replace one of them."""
-        paths = {self.library, self.backup, self.lock, self.run_lock, self.equivalence}
+        paths = {self.library, self.backup, self.lock, self.run_lock, self.equivalence, self.reviews}
         return paths | {log.path for log in self.logs} | {Path(f"{log.path}.bad") for log in self.logs}
 
     def graph(self, fmt: str) -> Path:

@@ -140,6 +140,8 @@ def _step(version: Version) -> str:
     if p is None:
         return "a rollback"
     what = f"run {p.run}, epoch {p.epoch}, step {p.step}"
+    if p.stage == "review":
+        return f"{what}, held #{p.pending}, decided in review by {p.by}" + (f" ({p.why})" if p.why else "")
     return what if p.stage == "edit" else f"{what}, {_STAGES.get(p.stage, p.stage)}"
 
 

@@ -5,6 +5,10 @@ scenario, one tinydb document per ``Version``, append-only so every lesson's his
 reviewable in git. Writes are atomic and serialised by a lock file, so a killed training
 run or two concurrent ``mas`` processes never leave a broken file. Only this module
 imports tinydb.
+
+The file is untrusted input: the head of a library, what prompts are made of, comes without the
+lessons that fail the screen (``mas.library.screened``); the history (``versions``, ``version``)
+is as stored.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
-from mas.types import GLOBAL, SCHEMA_VERSION, Budget, Version
+from mas.types import GLOBAL, REVIEW_SCHEMA, Budget, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
     import filelock
@@ -37,9 +41,16 @@ TABLE = "versions"
 class CorruptLibrary(UserError):
     """A library file that does not parse or validate; ``recover()`` may restore it."""
 
+    reason = ""
+    """What is wrong with it, without the file's name and the hint."""
+
 
 class NotCorrupt(UserError):
     """``recover()`` of a library file that needs no recovery."""
+
+
+class InUse(UserError):
+    """The library is held by another process (``LibraryStore.exclusive``)."""
 
 
 def _dumps(data: Any) -> str:
@@ -51,7 +62,9 @@ def _dumps(data: Any) -> str:
 def _corrupt(path: Path, reason: str) -> CorruptLibrary:
     reason = " ".join(reason.split())
     hint = f"run `mas library recover {path}` to restore the backup ({path}.bak), or restore it from git"
-    return CorruptLibrary(f"{path}: not a valid library file ({reason}); {hint}")
+    error = CorruptLibrary(f"{path}: not a valid library file ({reason}); {hint}")
+    error.reason = reason
+    return error
 
 
 def _parse(path: Path, text: str) -> dict:
@@ -76,12 +89,18 @@ def _parse(path: Path, text: str) -> dict:
     return data
 
 
+def read_versions(path: Path, text: str) -> list[Version]:
+    """Every version of the library file text ``text`` (read from ``path``), validated: a
+    ``CorruptLibrary`` (with its ``reason``) when it is not a library file."""
+    return _validate(path, list(_parse(path, text).get(TABLE, {}).values()))
+
+
 def _validate(path: Path, docs: list[dict]) -> list[Version]:
     """Documents to versions: a bad or duplicated document means the file is corrupt."""
     out: list[Version] = []
     for i, doc in enumerate(docs, 1):
         schema = doc.get("schema_version")
-        if isinstance(schema, int) and schema > SCHEMA_VERSION:
+        if isinstance(schema, int) and schema > REVIEW_SCHEMA:
             raise UserError(f"{path}: written by a newer mas (schema {schema}); upgrade mas")
         try:
             out.append(Version.model_validate(dict(doc), strict=True))  # strict: `true` is no number
@@ -202,6 +221,8 @@ class LibraryStore:
         self._cache: tuple[str, list[Version]] | None = None
         """The file text last read or written, and its versions, validated: a read finding the
         very same text reuses them instead of parsing and validating the whole history again."""
+        self._usable: dict[tuple[str, int], tuple[Version, Version]] = {}
+        """Each head read, and that head without its quarantined lessons."""
 
     # -- reading -------------------------------------------------------------------------
 
@@ -226,13 +247,29 @@ class LibraryStore:
     def versions(self, library: str) -> list[Version]:
         return [v for v in self._load() if v.library == library]
 
-    def head(self, library: str) -> Version:
-        """The latest version, or the implicit empty version 0 of a new library."""
-        return _head(self._load(), library)
+    def head(self, library: str, *, screened: bool = True) -> Version:
+        """The latest version, or the implicit empty version 0 of a new library; without the
+        lessons that fail the screen unless ``screened`` is False (``mas.library.screened``)."""
+        found = _head(self._load(), library)
+        return self._screened(found) if screened else found
 
-    def heads(self) -> dict[str, Version]:
+    def heads(self, *, screened: bool = True) -> dict[str, Version]:
+        """The latest version of every library, as ``head`` gives it."""
         loaded = self._load()
-        return {name: _head(loaded, name) for name in _ordered({v.library for v in loaded})}
+        found = {name: _head(loaded, name) for name in _ordered({v.library for v in loaded})}
+        return {name: self._screened(v) for name, v in found.items()} if screened else found
+
+    def _screened(self, version: Version) -> Version:
+        """``version`` without its quarantined lessons, worked out once per version read."""
+        if not version.lessons:
+            return version
+        from mas.library.screened import usable
+
+        key = (version.library, version.number)
+        hit = self._usable.get(key)
+        if hit is None or hit[0] is not version:
+            hit = self._usable[key] = (version, usable(version))
+        return hit[1]
 
     def version(self, library: str, number: int) -> Version:
         """One version; number 0 is the implicit empty version every library starts at."""
@@ -257,8 +294,14 @@ class LibraryStore:
         )
 
     def trained_on(self) -> set[str]:
-        """The ids of every task any training step of these libraries learned from."""
-        return {i for v in self._load() if v.provenance and v.provenance.stage == "edit" for i in v.provenance.task_ids}
+        """The ids of every task any training step of these libraries learned from (a step whose
+        edits were held for review, once a decision on one of them is in the library)."""
+        return {
+            i
+            for v in self._load()
+            if v.provenance and v.provenance.stage in ("edit", "review")
+            for i in v.provenance.task_ids
+        }
 
     def composition(self) -> Budget | None:
         """The prompt composition (injection and budgets) the libraries were last trained with."""
@@ -284,24 +327,30 @@ class LibraryStore:
         return filelock.FileLock(self._side.run_lock, is_singleton=True)
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self, *, settle: bool = True) -> Iterator[None]:
         """Hold the library for a whole operation: a training run, a rollback, a promotion
         pass, a recovery, a graph export. Another process asking meanwhile is refused at once
         (one line), never queued; within this process the hold nests (a training run promotes
-        and commits while it holds the library)."""
+        and commits while it holds the library). Taking the hold first takes the quarantined
+        lessons out of the file (``screened.settle``), unless ``settle`` is False: what the
+        operation makes from the heads then follows the stored versions."""
         import filelock
 
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._held.acquire(timeout=0)
         except filelock.Timeout:
-            raise UserError(
+            raise InUse(
                 f"{self.path}: in use by another mas process (a training run, or a rollback, promote, recover or "
                 "graph export); wait for it to finish or use another library file"
             ) from None
         except OSError as e:
             raise UserError(f"{self.path}: cannot lock ({e.strerror or e})") from None
         try:
+            if settle and self._held.lock_counter == 1:
+                from mas.library.screened import settle as take_out
+
+                take_out(self)
             yield
         finally:
             self._held.release()
@@ -332,7 +381,7 @@ class LibraryStore:
         (no UTF-8 file can hold one)."""
         if not versions:
             return
-        with self.exclusive(), self._locked():
+        with self.exclusive(settle=False), self._locked():
             self._commit(versions)
 
     def _commit(self, versions: list[Version]) -> None:
@@ -378,7 +427,7 @@ class LibraryStore:
         with contextlib.suppress(CorruptLibrary):  # checked before the lock: no lock file for nothing
             self._load()
             raise NotCorrupt(f"{self.path}: not corrupt, nothing to recover")
-        with self.exclusive(), self._locked():
+        with self.exclusive(settle=False), self._locked():
             with contextlib.suppress(CorruptLibrary):
                 self._load()
                 raise NotCorrupt(f"{self.path}: not corrupt, nothing to recover")

@@ -13,13 +13,16 @@ same ``Adapted`` wrapper as ``--model openai:...``: deadlines, retries counted b
 mode, the reasoning-model rules. OpenAI and Azure clients are built with mas's HTTP hook (a
 200 that is not a completion is a fault) and without the openai library's own retries.
 
-Loading a provider imports its module: a config file is code, like a team file. Load your own.
+Loading a provider imports its module: a config file names code, like a team file. Every
+provider in the file, nested ones too, is checked against the trusted modules before anything is
+imported (``mas.providers``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from mas.errors import UserError
 from mas.models.capabilities import Capabilities, capabilities_for, profile
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.tokens import spec_for_model
+from mas.providers import check, trusted
 
 SHORT_NAMES = {
     "OpenAIChatCompletionClient": "openai",
@@ -144,11 +148,14 @@ def load_model_config(
     call_timeout: float = CALL_TIMEOUT,
     retries: int = RETRIES,
     reasoning: bool | None = None,
+    trust: Iterable[str] = (),
 ) -> Configured:
     """The client ``path`` describes, behind ``Adapted``. ``reasoning`` (``--reasoning``)
-    overrides the file's capabilities, which override the table's."""
+    overrides the file's capabilities, which override the table's. ``trust``: modules whose
+    providers may load besides autogen's and mas's (``--trust``)."""
     where = f"{flag} {path}"
     data = read_document(path, flag)
+    check(data, where, trusted(trust))  # before anything the file names is imported
     try:
         extras = Extras.model_validate(data.pop("mas", {}))
     except ValidationError as exc:

@@ -20,6 +20,28 @@ from mas.types import PromotionMove
 ROW, TOP, LEFT, RIGHT, WIDTH = 26, 40, 150, 520, 1250
 
 
+def export(store, fmt: str, *, tasks: bool = True) -> tuple[str, nx.DiGraph]:
+    """The usage graph of a library file (``LibraryStore``) as GraphML or as this page, and the
+    graph; ``tasks=False`` leaves out the lesson -> task edges."""
+    from mas.config import PromotionPolicy
+    from mas.library import graph as usage_graph
+    from mas.library import hierarchy
+    from mas.library.logs import SideFiles
+
+    side = SideFiles(store.path)
+    graph = usage_graph.build(
+        hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
+        store.heads(),
+        history=[v for name in store.libraries() for v in store.versions(name)],
+        moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
+        events=side.usage.items() if tasks else None,
+    )
+    if fmt == "graphml":
+        return "\n".join(nx.generate_graphml(graph)) + "\n", graph
+    logged = sorted([*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step))
+    return render(graph, logged, title=f"Usage graph of {store.path.name}"), graph
+
+
 def render(graph: nx.DiGraph, moves: list[tuple[StepKey, list[PromotionMove]]], *, title: str) -> str:
     """The page; ``moves`` are the promotion log's steps."""
     roles = sorted(n for n, d in graph.nodes(data=True) if d.get("kind") == "role")

@@ -1,0 +1,144 @@
+"""``--track``: the run flag that logs a command's run to MLflow (``mas.tracking``), one of the
+run flags every command that calls a model takes (``mas.cli.flags``), and what each of them
+logs: a training run step by step (``mas.track_run``), a study (and a promotion pass) as one
+MLflow run holding its table, tagged with the study's run folder so that finishing it again
+(resumed) logs to the same MLflow run."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from mas.track_run import TrainingRun
+    from mas.tracking import Tracker
+
+Track = Annotated[
+    Optional[Literal["mlflow"]],  # noqa: UP045 (typer reads the annotation)
+    typer.Option(
+        "--track",
+        help="Log the run to MLflow (the mlflow extra): to MAS_TRACKING_URI, else MLFLOW_TRACKING_URI, else ./mlruns.",
+        show_default=False,
+    ),
+]
+
+
+def tracker(track: str | None, experiment: str) -> Tracker | None:
+    """The tracker asked for, its store checked (before the command writes anything)."""
+    if track is None:
+        return None
+    from mas.tracking import open_tracker
+
+    return open_tracker(experiment)
+
+
+def training(track: str | None, experiment: str, run_dir: Path, *, steps_per_epoch: int, roles: list[str]):
+    """The MLflow run of a training run, or None."""
+    found = tracker(track, experiment)
+    if found is None:
+        return None
+    from mas.track_run import TrainingRun
+
+    return TrainingRun(found, run_dir, steps_per_epoch=steps_per_epoch, roles=roles)
+
+
+@contextlib.contextmanager
+def stopping(run: TrainingRun | None) -> Iterator[None]:
+    """A training run that stops on a signal or fails after a step was logged: what is logged
+    stays, with the status KILLED or FAILED."""
+    from mas.cli.interrupt import Interrupted
+
+    try:
+        yield
+    except BaseException as e:
+        if run is not None and run.run_id is not None:
+            run.stop("KILLED" if isinstance(e, (Interrupted, KeyboardInterrupt)) else "FAILED")
+        raise
+
+
+def params(spec, model: str, *, libraries: list[str], **settings) -> dict:
+    """A study's settings as MLflow params: the scenario, the model, the libraries and the
+    settings given (a settings model flattened: ``config.k``)."""
+    from mas.tracking import flat
+
+    values = {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in settings.items()}
+    return flat({"scenario": spec.name, "model": model, "held_out": spec.split, "libraries": libraries, **values})
+
+
+def log_eval(
+    tracker: Tracker | None, *, params: dict, labels: list[str], results: list, run_dir: Path | None = None
+) -> None:
+    """An evaluation: Mean@k, Pass@k and the paired change from no library, per library."""
+    if tracker is None:
+        return
+    from mas.studies.evaluate import compare
+
+    rows, metrics = [], {}
+    for label, r in zip(labels, results):
+        delta = compare(r, results[0], seed=params.get("seed", 0)) if r is not results[0] else None
+        row = {"library": label, "injected": r.library, **_estimate("mean_at_k", r.mean_at_k)}
+        row.update(_estimate("pass_at_k", r.pass_at_k))
+        row.update(_estimate("delta", delta) if delta else {})
+        rows.append(row)
+        metrics.update({f"{k}/{label}": v for k, v in row.items() if k in ("mean_at_k", "pass_at_k", "delta")})
+    tracker.study("eval", params=params, metrics=metrics, table=rows, text=markdown(rows), run_dir=run_dir)
+
+
+def log_ablate(tracker: Tracker | None, *, params: dict, rows: list, run_dir: Path | None = None) -> None:
+    """An ablation: per variant, Mean@k, its paired change from no library, lessons and cost."""
+    if tracker is None:
+        return
+    table, metrics = [], {}
+    for r in rows:
+        row = {"variant": r.variant, **_estimate("mean_at_k", r.mean_at_k), **_estimate("delta", r.delta)}
+        row.update(lessons=r.lessons, cost_usd=r.cost_usd)
+        table.append(row)
+        metrics.update({f"{k}/{r.variant}": row[k] for k in ("mean_at_k", "delta", "lessons", "cost_usd")})
+    tracker.study("ablate", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
+
+
+def log_transfer(tracker: Tracker | None, *, params: dict, result, run_dir: Path | None = None) -> None:
+    """A transfer matrix: one row per cell (lessons of A into B), the change and its interval."""
+    if tracker is None:
+        return
+    table = [c.model_dump(mode="json") for c in result.cells]
+    metrics = {f"delta/{c.source}/{c.target}": c.delta for c in result.cells}
+    metrics.update(baseline=result.baseline)
+    params = {**params, "source": result.source, "tasks": result.tasks, "k": result.k}
+    tracker.study("transfer", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
+
+
+def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: float | None) -> None:
+    """A promotion pass: one row per move, a count per kind of move, and what judging cost."""
+    if tracker is None:
+        return
+    table = [m.model_dump(mode="json", include={"kind", "text", "lessons", "roles", "into", "reason"}) for m in moves]
+    metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in KINDS_OF_MOVE}
+    metrics.update({"judging_cost_usd": spent} if spent is not None else {})
+    tracker.study("promote", params=params, metrics=metrics, table=table, text=markdown(table))
+
+
+KINDS_OF_MOVE = ("promote", "demote", "prune", "merge")
+
+
+def _estimate(name: str, e) -> dict[str, float]:
+    return {name: e.value, f"{name}_low": e.low, f"{name}_high": e.high}
+
+
+def markdown(rows: list[dict]) -> str:
+    """``rows`` (dicts with the same keys) as a Markdown table."""
+    if not rows:
+        return "_(empty)_\n"
+    head = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(_cell(row.get(k, "")) for k in head) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,295 @@
+"""The review gate: the edits a training step held instead of applying them (``mas train
+--review``), the reviewers' decisions on them, and their way into the library.
+
+A step under review appends the edits it would have applied to ``<library>.pending.jsonl``
+(one line per step, so a resumed step never holds them twice), each with a number that names
+it, the text of the lesson it changes as it was then, and the groups whose semantic advantages
+proposed it. A decision (accept, reject, or accept with the reviewer's text) is appended to
+``<library>.reviews.jsonl`` and then *settled*: made a version of the library whose provenance
+names the held edit, who decided and why. Settling takes the library (``LibraryStore.exclusive``);
+while a training run holds it, the run settles the decisions itself before each step, so a
+later step sees what was accepted and no held edit is ever in a prompt. The library's versions
+say which held edits are settled, so a decision is settled once, whoever settles it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from mas.errors import UserError
+from mas.library.edits import apply, parse_items, text_problem
+from mas.library.logs import SideFiles, StepKey
+from mas.library.store import LibraryStore
+from mas.paths import regular_file
+from mas.redact import redact_data, secret_in
+from mas.screen import screen, step_material
+from mas.types import (
+    GLOBAL,
+    REVIEW_SCHEMA,
+    AddOperation,
+    Advantage,
+    Change,
+    Decision,
+    Group,
+    Operation,
+    PendingEdit,
+    PendingStep,
+    Proposal,
+    Provenance,
+    Rejected,
+    Version,
+)
+
+_operation = TypeAdapter(Operation)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A held edit, the step that held it, its first decision and the version that settled it."""
+
+    key: StepKey
+    step: PendingStep
+    edit: PendingEdit
+    decision: Decision | None = None
+    settled: Version | None = None
+
+    @property
+    def open(self) -> bool:
+        """Waiting for a decision."""
+        return self.decision is None and self.settled is None
+
+
+# -- holding a step's edits ----------------------------------------------------------------------
+
+
+def hold(
+    store: LibraryStore,
+    provenance: Provenance,
+    versions: list[Version],
+    learned: Iterable[tuple[Group, object, Advantage | None]],
+    *,
+    heads: dict[str, Version],
+    route: str = "role",
+    limit: int | None = None,
+) -> int:
+    """Hold the edits of ``versions`` (a step's new versions, not committed) for review; return
+    how many the step holds. ``learned``: each group with its semantic advantage."""
+    log = SideFiles(store.path).pending
+    key = StepKey(provenance.run, provenance.epoch, provenance.step)
+    if log.has_step(key):  # a resumed step: held already
+        return sum(len(s.edits) for k, items in log.steps() if k == key for s in items)
+    learned = list(learned)
+    proposals = _proposals(learned, route)
+    number = 1 + max((e.id for s in log.items() for e in s.edits), default=0)
+    edits = []
+    for version in versions:
+        for change in version.edits:
+            sources, count = _sources(version.library, change, proposals)
+            was = next((l.text for l in heads[version.library].lessons if l.id == getattr(change, "id", None)), "")
+            edits.append(
+                PendingEdit(id=number + len(edits), library=version.library, edit=change, was=was, sources=sources,
+                            proposals=count)
+            )  # fmt: skip
+    answers, texts = step_material([group for group, _, _ in learned])
+    step = PendingStep(provenance=provenance, limit=limit, answers=answers, sources=texts, edits=edits)
+    log.append(key, [step])
+    return len(edits)
+
+
+def _proposals(learned, route: str) -> list[tuple[str, Operation, Proposal]]:
+    """Every usable operation of the step's semantic advantages, with its library and group."""
+    out = []
+    for group, _, adv in learned:
+        if adv is None:
+            continue
+        operations, _ = parse_items(adv.operations, _operation)
+        for op in operations:
+            if isinstance(op, AddOperation):
+                library = GLOBAL if route == "global" else op.library
+            else:
+                library = op.id.rpartition("/")[0]
+            source = Proposal(
+                task_id=group.task.id, question=_cut(group.task.question, 600), rewards=group.rewards,
+                reason=_cut(op.reason, 600), comparison=_cut(adv.comparison, 1500), deciding_roles=adv.deciding_roles,
+            )  # fmt: skip
+            out.append((library, op, source))
+    return out
+
+
+def _sources(library: str, change: Change, proposals) -> tuple[list[Proposal], int]:
+    """The groups behind ``change``, the likeliest first (the operation on the same lesson, then
+    those whose text shares most words with it), at most three; and the operations on the
+    library the edit call merged."""
+    mine = [(op, source) for name, op, source in proposals if name == library]
+    target, text = getattr(change, "id", None), getattr(change, "text", "")
+    ranked = sorted(mine, key=lambda p: (target is None or getattr(p[0], "id", None) != target, -_shared(p[0], text)))
+    return [source for _, source in ranked[:3]], len(mine)
+
+
+def _shared(op: Operation, text: str) -> float:
+    a, b = set(getattr(op, "text", "").lower().split()), set(text.lower().split())
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+# -- the queue -----------------------------------------------------------------------------------
+
+
+def queue(store: LibraryStore) -> list[Held]:
+    """Every held edit of the library file, in the order held, with its state."""
+    side = SideFiles(store.path)
+    first: dict[int, Decision] = {}
+    for decision in decisions(side.reviews):
+        first.setdefault(decision.id, decision)
+    settled = {
+        v.provenance.pending: v
+        for name in store.libraries()
+        for v in store.versions(name)
+        if v.provenance is not None and v.provenance.stage == "review" and v.provenance.pending is not None
+    }
+    return [
+        Held(key, step, edit, first.get(edit.id), settled.get(edit.id))
+        for key, items in side.pending.steps()
+        for step in items
+        for edit in step.edits
+    ]
+
+
+def changed(held: Held, text: str | None) -> Change:
+    """The held edit, with the reviewer's text when given (a UserError, without the option it
+    came from, for a delete or a text too short or too long)."""
+    edit = held.edit.edit
+    if text is None:
+        return edit
+    if not hasattr(edit, "text"):
+        raise UserError("a delete has no text to edit; accept or reject it")
+    problem = text_problem(text)
+    if problem:
+        raise UserError(problem)
+    return edit.model_copy(update={"text": " ".join(text.split())})
+
+
+def refusal(held: Held, change: Change) -> str | None:
+    """Why ``change``'s text may not become a lesson: the length limits and the screen a model's
+    text passes, with the answers and sources of the step that held it."""
+    text = getattr(change, "text", None)
+    if text is not None:
+        reason = text_problem(text) or screen(text, answers=held.step.answers, sources=held.step.sources)
+        reason = reason or secret_in(text)
+        if reason:
+            return f"refused by screening: {reason}"
+    return None
+
+
+def applied(heads: dict[str, Version], held: Held, change: Change) -> tuple[Version, str | None]:
+    """The next version of ``change``'s library in ``heads`` (the latest versions, by library),
+    and why ``change`` could not be applied to it, or None."""
+    library = held.edit.library
+    shared = heads[GLOBAL].lessons if library != GLOBAL and GLOBAL in heads else []
+    version, refused = apply(
+        heads.get(library) or Version.empty(library), [change], limit=held.step.limit, shared=shared
+    )
+    return version, refused[0].reason if refused else None
+
+
+# -- decisions -----------------------------------------------------------------------------------
+
+
+def decisions(path: Path) -> list[Decision]:
+    """The decisions of a reviews log, checked line by line (a last line cut short by a crash
+    is left out; any other bad line stops the reader with one line naming it)."""
+    try:
+        raw = regular_file(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    lines = raw.split(b"\n")
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or (number == len(lines) and not raw.endswith(b"\n")):
+            continue  # blank, or torn by a crash before its newline
+        try:
+            out.append(Decision.model_validate_json(line, strict=True))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "line"
+            raise UserError(
+                f"{path}:{number}: not a review decision ({where}: {first['msg']}); mend or remove that line"
+            ) from None
+    return out
+
+
+def record(path: Path, made: list[Decision]) -> None:
+    """Append decisions to a reviews log (redacted, synced), cutting a line torn by a crash."""
+    if not made:
+        return
+    text = "".join(json.dumps(redact_data(d.model_dump(mode="json")), separators=(",", ":")) + "\n" for d in made)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(regular_file(path) if path.exists() else path, "a+b") as f:
+            f.seek(0)
+            old = f.read()
+            if old and not old.endswith(b"\n"):
+                f.truncate(old.rfind(b"\n") + 1)
+            f.seek(0, os.SEEK_END)
+            f.write(text.encode())
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise UserError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+def settle(store: LibraryStore) -> list[Version]:
+    """Make a library version of every decision the library does not record yet, one version
+    per decision, in the order decided. Holds the library while it does."""
+    if not SideFiles(store.path).reviews.exists():  # no decision yet (every step of every run asks)
+        return []
+    made = []
+    with store.exclusive():
+        for held in queue(store):
+            if held.decision is not None and held.settled is None:
+                version = _version(store, held)
+                store.commit([version])
+                made.append(version)
+    return made
+
+
+def _version(store: LibraryStore, held: Held) -> Version:
+    """The version recording ``held``'s decision: the edit applied (with the reviewer's text),
+    or the library unchanged with the edit among its refusals (rejected, or no longer applicable)."""
+    decision, library = held.decision, held.edit.library
+    assert decision is not None
+    stamp = held.step.provenance.model_copy(
+        update={"stage": "review", "pending": held.edit.id, "by": decision.by, "why": decision.why}
+    )
+    model = held.edit.edit.model_dump(mode="json")
+    head = store.head(library)
+    unchanged = Version(library=library, number=head.number + 1, lessons=head.lessons, next_id=head.next_id,
+                        provenance=stamp, schema_version=REVIEW_SCHEMA)  # fmt: skip
+    if decision.verdict == "reject":
+        why = f": {decision.why}" if decision.why else ""
+        refused = Rejected(edit=model, reason=f"rejected in review by {decision.by}{why}")
+        return unchanged.model_copy(update={"rejected": [refused]})
+    try:
+        change = changed(held, decision.text if decision.verdict == "edit" else None)
+        reason = refusal(held, change)
+    except UserError as e:
+        reason = str(e)
+    if reason:
+        return unchanged.model_copy(update={"rejected": [Rejected(edit=model, reason=reason)]})
+    version, _ = applied(store.heads(), held, change)
+    replaced = [Rejected(edit=model, reason=f"text replaced in review by {decision.by}")]
+    replaced = replaced if decision.verdict == "edit" else []
+    return version.model_copy(
+        update={"provenance": stamp, "schema_version": REVIEW_SCHEMA, "rejected": replaced + version.rejected}
+    )
