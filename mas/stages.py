@@ -25,17 +25,17 @@ from mas import texts
 from mas.ask import ask
 from mas.config import TrainConfig, seed_of
 from mas.errors import EndpointError, ModelReplyError
+from mas.executor import Executor, Local, RolloutJob
 from mas.journal import Journal
 from mas.library import exposure
 from mas.library.budget import tokens
 from mas.library.edits import apply, parse_edits, parse_items
 from mas.library.inject import injected
 from mas.meter import Meter
-from mas.models.wrappers import Replayed
 from mas.redact import secret_in
 from mas.scenario import Scenario
 from mas.screen import screen
-from mas.team import run_rollout, start_gate
+from mas.team import start_gate
 from mas.types import (
     GLOBAL,
     AddOperation,
@@ -89,7 +89,9 @@ class Context:
     on_rollout: Callable[[int], None] = lambda n: None
     """Told of each rollout as it ends, or is read back from the journal (for progress)."""
     starting: asyncio.Semaphore = field(default_factory=start_gate)
-    """Rollouts building their team (``mas.team.run_rollout``)."""
+    """Rollouts building their team (``mas.team.run_rollout``), when they run in this process."""
+    executor: Executor | None = None
+    """Where the rollouts run (``mas.executor``); None: in this process, with ``client``."""
 
     @property
     def prefix(self) -> str:
@@ -113,6 +115,7 @@ async def rollout(ctx: Context, task: Task) -> Group:
     """G team runs of one task, concurrently, each showing each role the lessons its
     randomized exposure chose; finished rollouts come from the journal."""
     plans = {role: exposures(ctx, task, role) for role in ctx.scenario.role_names}
+    executor = ctx.executor or Local(ctx.scenario, ctx.client, starting=ctx.starting)
 
     async def one(index: int) -> Rollout:
         key = f"{ctx.prefix}/{task.id}/{index}"
@@ -120,12 +123,11 @@ async def rollout(ctx: Context, task: Task) -> Group:
             ctx.on_rollout(1)
             ctx.meter.add((done := Rollout.model_validate(done)).calls)
             return done
-        replayed = Replayed(ctx.client, journal=ctx.journal, key=key)  # a rollout cut short repeats no call
-        result = await run_rollout(
-            ctx.scenario, task, index, client=replayed, heads=ctx.heads, settings=ctx.config.sampling(key),
-            timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
-            exposures={role: plan[index] for role, plan in plans.items()}, starting=ctx.starting,
+        job = RolloutJob(
+            key, task, index, ctx.heads, ctx.config.sampling(key), ctx.config.rollout_timeout, ctx.config.budget,
+            exposures={role: plan[index] for role, plan in plans.items()},
         )  # fmt: skip
+        result = await executor.run(job, journal=ctx.journal, meter=ctx.meter)  # a rollout cut short repeats no call
         await ctx.journal.record("rollout", key, result.model_dump(mode="json"))
         ctx.on_rollout(1)
         return result

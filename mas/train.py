@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from mas import runs, screen, stages
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
+from mas.executor import Executor
 from mas.journal import Journal, records
 from mas.library import hierarchy, pending
 from mas.library.edits import apply
@@ -75,10 +76,13 @@ async def train(
     on_step: Callable[[StepReport], None] = lambda report: None,
     learner: ChatCompletionClient | None = None,
     on_rollout: Callable[[int], None] = lambda n: None,
+    executor: Executor | None = None,
 ) -> TrainResult:
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
     ``learner``, when given, makes the learning calls (summaries, advantages, edits,
-    equivalence judgements) and ``client`` only the team's.
+    equivalence judgements) and ``client`` only the team's. ``executor`` runs the rollouts
+    (``mas.executor``; None: in this process, with ``client``); the learning stages, the
+    journal and every library write stay here.
 
     ``on_step`` gets each step's report as the step ends; ``on_rollout`` the number of rollouts
     done, 1 as each ends (or is read back from the journal) and all of a step at once for a step
@@ -97,18 +101,21 @@ async def train(
                 _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
             # The versions the run starts from: its report tells its own history from later runs'.
             runs.start(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
-        result = await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
+        result = await _train(
+            scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout, executor
+        )
         if pending.settle(store):  # decisions taken during the last step: in the library before the run lets go
             result = result.model_copy(update={"heads": store.heads()})
         return result
 
 
 async def _train(
-    scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout
+    scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout, executor
 ) -> TrainResult:
     journal = Journal(run_dir / "journal.jsonl")
-    client = Limited(client, config.concurrency)
-    learner = Limited(learner, config.concurrency) if learner is not None else client
+    limit = config.concurrency if executor is None else executor.learning_limit(config.concurrency)
+    client = Limited(client, limit)
+    learner = Limited(learner, limit) if learner is not None else client
     tasks = scenario.tasks[: config.tasks]
     steps_per_epoch = -(-len(tasks) // config.batch_size)
     reports: list[StepReport] = []
@@ -129,17 +136,9 @@ async def _train(
                 cadence = config.promotion.cadence
                 promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
                 report = await _step(
-                    scenario,
-                    batch,
-                    config,
-                    (client, learner),
-                    store,
-                    journal,
-                    provenance,
-                    price,
-                    promote,
-                    on_rollout,
-                )
+                    scenario, batch, config, (client, learner), store, journal, provenance, price, promote, on_rollout,
+                    executor,
+                )  # fmt: skip
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
             else:
@@ -160,6 +159,7 @@ async def _step(
     price: Price,
     promote: bool,
     on_rollout,
+    executor: Executor | None,
 ) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
@@ -167,7 +167,7 @@ async def _step(
     started, meter = time.perf_counter(), Meter()
     client, learner = clients
     pending.settle(store)  # review decisions taken since the last step: this step sees them
-    before = _endpoints(client, learner)
+    before = await _counted(client, learner, executor)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
     # A lesson counts as established only by the bound the next promotion pass will use.
     judged = hierarchy.judge(store, config.promotion)
@@ -187,6 +187,7 @@ async def _step(
         classes=twins,
         learner=learner,
         on_rollout=on_rollout,
+        executor=executor,
     )
 
     async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
@@ -250,7 +251,7 @@ async def _step(
         stage_cost_usd=stage_cost,
         cost_usd=sum(stage_cost.values()),
         seconds=round(time.perf_counter() - started, 3),
-        endpoint=_endpoints(client, learner).minus(before) if before else None,
+        endpoint=after.minus(before) if before and (after := await _counted(client, learner, executor)) else None,
         tokens_counted=tokenizer(config.budget.tokenizer).label,
         **_role_spend(groups, scenario.role_names, price),
     )
@@ -273,13 +274,25 @@ async def _edit(
     return versions, refused
 
 
-def _endpoints(client: ChatCompletionClient, learner: ChatCompletionClient) -> EndpointCounts | None:
-    """What the endpoints met so far: the team's, plus the learner's when it has its own."""
+def _endpoints(
+    client: ChatCompletionClient, learner: ChatCompletionClient, elsewhere: EndpointCounts | None = None
+) -> EndpointCounts | None:
+    """What the endpoints met so far: the team's, plus the learner's when it has its own, plus
+    what the rollouts run ``elsewhere`` met (another executor's workers)."""
     team, learning = endpoint_counts(client), endpoint_counts(learner)
     if team is None or learning is None or learning is team:
         found = team or learning
-        return found.model_copy(deep=True) if found else None
-    return team.plus(learning)
+        here = found.model_copy(deep=True) if found else None
+    else:
+        here = team.plus(learning)
+    if elsewhere is None or here is None:
+        return here or elsewhere
+    return here.plus(elsewhere)
+
+
+async def _counted(client, learner, executor: Executor | None) -> EndpointCounts | None:
+    """``_endpoints``, with what the executor's workers met."""
+    return _endpoints(client, learner, await executor.endpoint_counts() if executor else None)
 
 
 def _refusals(versions: list[Version], operations: list[Rejected]) -> list[RefusedEdit]:

@@ -17,6 +17,7 @@ from mas.ask import ask
 from mas.config import ABLATIONS, EvalConfig, TrainConfig, ablated
 from mas.cost import Price, stage_costs
 from mas.errors import EndpointError, ModelReplyError
+from mas.executor import Executor
 from mas.journal import Journal
 from mas.library.edits import apply, parse_edits
 from mas.library.store import LibraryStore
@@ -63,6 +64,7 @@ async def ablate(
     on_variant: Callable[[str], None] = lambda name: None,
     learner: ChatCompletionClient | None = None,
     on_rollout: Callable[[int], None] = lambda n: None,
+    executor: Executor | None = None,
 ) -> Ablation:
     """Learn each variant's libraries in ``run_dir/<variant>/`` (its training a train run in
     ``run/``) and score them; ``run_dir`` holds the ablation's own ``run.json`` and journal
@@ -71,11 +73,12 @@ async def ablate(
 
     ``learner``, when given, makes the learning calls (``train``'s); ``on_variant`` is told of
     each variant as it starts, ``on_rollout`` of the rollouts done (``planned_rollouts`` of
-    them per variant)."""
+    them per variant). ``executor`` runs every rollout, training's and evaluation's
+    (``mas.executor``; None: in this process)."""
     settings = recorded(scenario, variants, train_config, eval_config, model_name=model_name)
     study = job.Study(
         scenario, client=client, journal=job.open_journal(run_dir, settings), price=price,
-        budget_usd=eval_config.budget_usd, on_task=lambda score: on_rollout(len(score.rewards)),
+        budget_usd=eval_config.budget_usd, on_task=lambda score: on_rollout(len(score.rewards)), executor=executor,
     )  # fmt: skip
     learn = _Learning(scenario, study, learner, train_config, model_name, on_rollout)
     rows, results = [], {}
@@ -130,6 +133,7 @@ class _Learning:
             done = await train(
                 self.scenario, client=study.client, store=store, run_dir=store.path.parent / "run", config=config,
                 model_name=self.model_name, price=study.price, learner=self.learner, on_rollout=self.on_rollout,
+                executor=study.executor,
             )  # fmt: skip
             cost, stopped = done.cost_usd, done.stopped
         study.spent += cost

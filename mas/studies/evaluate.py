@@ -17,15 +17,14 @@ from pydantic import BaseModel, ValidationError
 
 from mas.config import EvalConfig
 from mas.errors import UserError
+from mas.executor import Executor, Local, RolloutJob
 from mas.journal import Journal
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve
-from mas.models.wrappers import Replayed
 from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
-from mas.team import run_rollout, start_gate
 from mas.types import Rollout, StageCount, Task, Version
 
 T = TypeVar("T", bound=BaseModel)
@@ -70,8 +69,10 @@ async def evaluate(
     on_task: Callable[[TaskScore], None] = lambda score: None,
     journal: Journal | None = None,
     key: str = "eval",
+    executor: Executor | None = None,
 ) -> EvalResult:
     """Run k team rollouts on each held-out task; ``heads=None`` injects no library.
+    ``executor`` runs them (``mas.executor``; None: in this process, with ``client``).
 
     With a ``journal`` (a study's), each rollout is recorded under ``key`` as it ends, and the
     result once it is complete: run again, the evaluation reads back what was done, repeating
@@ -83,7 +84,7 @@ async def evaluate(
         return result
     budget = config.budget.model_copy(update={"tokenizer": resolve(config.budget.tokenizer, client)})
     config = config.model_copy(update={"budget": budget})
-    client, starting = Limited(client, config.concurrency), start_gate()
+    executor = executor or Local(scenario, Limited(client, config.concurrency))
     heads = heads or {}
 
     async def score(task: Task) -> tuple[TaskScore, list[Rollout]]:
@@ -96,11 +97,10 @@ async def evaluate(
         at = f"{key}/{task.id}/{index}"
         if journal is not None and (done := journal.get("rollout", at)) is not None:
             return _read_back(Rollout, done, journal)
-        rollout = await run_rollout(
-            scenario, task, index, client=Replayed(client, journal=journal, key=at) if journal else client,
-            heads=heads, settings=config.sampling("eval", task.id, index), timeout=config.rollout_timeout,
-            meter=Meter(), budget=config.budget, starting=starting,
-        )  # fmt: skip
+        job = RolloutJob(
+            at, task, index, heads, config.sampling("eval", task.id, index), config.rollout_timeout, config.budget
+        )
+        rollout = await executor.run(job, journal=journal, meter=Meter())
         if journal is not None:
             await journal.record("rollout", at, rollout.model_dump(mode="json"))
         return rollout

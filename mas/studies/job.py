@@ -19,6 +19,7 @@ from autogen_core.models import ChatCompletionClient
 from mas import runs
 from mas.config import EvalConfig
 from mas.cost import Price, stage_costs
+from mas.executor import Executor
 from mas.journal import Journal
 from mas.scenario import Scenario
 from mas.studies.evaluate import EvalResult, TaskScore, evaluate
@@ -60,7 +61,8 @@ def open_journal(run_dir: Path, recorded: dict) -> Journal:
 
 
 class Study:
-    """What a study's evaluations share: the team's client, the journal, and the budget."""
+    """What a study's evaluations share: the team's client (or the executor that runs its
+    rollouts), the journal, and the budget."""
 
     def __init__(
         self,
@@ -71,8 +73,11 @@ class Study:
         price: Price = Price(),
         budget_usd: float | None = None,
         on_task: Callable[[TaskScore], None] = lambda score: None,
+        executor: Executor | None = None,
     ):
         self.scenario, self.client, self.journal = scenario, client, journal
+        self.executor = executor
+        """Where the rollouts run (``mas.executor``); None: in this process, with ``client``."""
         self.price, self.budget_usd, self.on_task = price, budget_usd, on_task
         self.spent = 0.0
         """Dollars spent so far, by the evaluations and anything else the study adds."""
@@ -98,7 +103,7 @@ class Study:
             return None
         result = await evaluate(
             self.scenario, client=self.client, heads=heads, config=config, on_task=self.on_task,
-            journal=self.journal, key=key,
+            journal=self.journal, key=key, executor=self.executor,
         )  # fmt: skip
         self.spent += self.cost(result)
         return result

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from mas.config import EvalConfig
 from mas.cost import Price
+from mas.executor import Executor
 from mas.library import evidence
 from mas.scenario import Scenario
 from mas.studies import job
@@ -88,18 +89,20 @@ async def transfer(
     price: Price = Price(),
     on_run: Callable[[str], None] = lambda label: None,
     on_task: Callable[[], None] = lambda: None,
+    executor: Executor | None = None,
 ) -> TransferResult:
     """The matrix by evaluation runs (``planned_runs`` of them); ``on_run`` is told of each as
     it starts, ``on_task`` of each task it scores. With a ``run_dir`` the study is a journaled
     job (``mas.studies.job``) recording ``library`` (the file of ``heads``) and ``model_name``;
-    ``config.budget_usd`` stops it, with the cells done so far, once it is spent."""
+    ``config.budget_usd`` stops it, with the cells done so far, once it is spent. ``executor``
+    runs the rollouts (``mas.executor``; None: in this process)."""
     journal = None
     if run_dir is not None:
         settings = recorded(scenario, heads, config, model_name=model_name, library=library)
         journal = job.open_journal(run_dir, settings)
     study = job.Study(
         scenario, client=client, journal=journal, price=price, budget_usd=config.budget_usd,
-        on_task=lambda score: on_task(),
+        on_task=lambda score: on_task(), executor=executor,
     )  # fmt: skip
 
     async def run(key: str, label: str, injected: dict[str, Version]) -> EvalResult | None:
