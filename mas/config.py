@@ -88,6 +88,15 @@ class RolloutConfig(BaseModel):
     budget: Budget = Field(default_factory=Budget)
     """Token caps of the libraries and of the lessons injected into one prompt (the same
     injection in training and at inference)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where rollouts run: local (this process) or ray (Ray actors; the ray extra). Learning,
+    the journal and the libraries stay in this process (``mas.ray_executor``); a resumed run
+    may change it."""
+    ray_address: str | None = None
+    """With ray: the Ray cluster to join (the address ``ray start --head`` prints). Unset, a
+    new local Ray instance on 127.0.0.1."""
+    workers: int | None = Field(None, ge=1, le=4096)
+    """With ray: Ray actors running rollouts, one CPU each. Unset, one per CPU of the cluster."""
 
     def sampling(self, *key: object) -> dict:
         """The settings of every call of one rollout, its seed fixed by ``key``."""

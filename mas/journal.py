@@ -47,6 +47,9 @@ class Journal:
         run's steps follow one another, and a step's report is its last record)."""
         self._reports: dict[str, Any] = {}
         """Each finished step's report (small; a resume reads every one)."""
+        self._calls: dict[str, list[str]] = {}
+        """The keys of the model calls journaled in the step under way, by the rollout that
+        made them (``calls_of``)."""
         self._lock = threading.Lock()
         if path.exists():
             self._load()
@@ -99,6 +102,8 @@ class Journal:
         for kind, key, at in pending:
             self.index[(kind, key)] = at
             self._pending.append((kind, key))
+            if kind == "call":
+                self._calls.setdefault(_rollout_of(key), []).append(key)
         with self.path.open("r+b") as f:
             size = f.seek(0, os.SEEK_END)
             if whole < size:  # a last line cut short by a crash: its work is done again
@@ -145,19 +150,32 @@ class Journal:
             for done in self._pending:
                 self.index.pop(done, None)
             self._pending.clear()
+            self._calls.clear()
         else:
             self.index[(kind, key)] = offset
             self._pending.append((kind, key))
+            if kind == "call":
+                self._calls.setdefault(_rollout_of(key), []).append(key)
 
     async def record(self, kind: str, key: str, data: Any, *, sync: bool = True) -> None:
         """``put`` in a worker thread: an fsync takes milliseconds, and the event loop has
         every other rollout's calls to send meanwhile."""
         await asyncio.to_thread(self.put, kind, key, data, sync=sync)
 
+    def calls_of(self, rollout: str) -> dict[str, Any]:
+        """The model calls journaled for the rollout keyed ``rollout`` (by their keys): what a
+        rollout cut short gets back when it runs again in another process."""
+        return {key: self.get("call", key) for key in self._calls.get(rollout, [])}
+
     def all(self, kind: str) -> list[Any]:
         if kind == "step":
             return list(self._reports.values())
         return [self.get(k, key) for k, key in list(self.index) if k == kind]
+
+
+def _rollout_of(call: str) -> str:
+    """The rollout key of a call's key, ``<rollout>/<request digest>/<n>`` (``Replayed``)."""
+    return call.rsplit("/", 2)[0]
 
 
 def records(path: Path) -> tuple[list[dict], int]:

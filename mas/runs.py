@@ -22,8 +22,11 @@ KINDS = {"train": "a training run", "eval": "an evaluation", "ablate": "an ablat
 """Each kind of run, as messages name it. ``run.json`` without a kind is a training run (runs
 made before studies had folders)."""
 
-FREE_ON_RESUME = frozenset({"budget_usd", "concurrency", "call_timeout", "retries"})
-"""Settings a resumed run may change: they bound the run, not what it computes."""
+FREE_ON_RESUME = frozenset(
+    {"budget_usd", "concurrency", "call_timeout", "retries", "executor", "ray_address", "workers"}
+)
+"""Settings a resumed run may change: they bound the run, or say where its rollouts run, not
+what it computes."""
 
 NAMES = {
     "scenario": "scenario",

@@ -1,8 +1,10 @@
 """The run flags: declared once (``mas.cli.flags``), taken with the same help and defaults by
 every command that calls a model, and acting in each."""
 
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +17,12 @@ from tests.test_team_file import cli
 
 RUN_FLAGS = [
     "--model", "--base-url", "--api-key", "--model-config", "--learner-config", "--trust", "--reasoning",
-    "--concurrency", "--call-timeout", "--retries", "--budget-usd", "--prices", "--executor", "--track",
+    "--concurrency", "--call-timeout", "--retries", "--budget-usd", "--prices", "--executor", "--ray-address",
+    "--workers", "--track",
 ]  # fmt: skip
 """What governs model calls (the issue's list, with the key and the reasoning switch), the
-modules a team or model config file may name (``--trust``) and the run's tracking (``--track``)."""
+modules a team or model config file may name (``--trust``), where rollouts run (``--executor``
+and Ray's options) and the run's tracking (``--track``)."""
 MODEL_COMMANDS = {("train",), ("eval",), ("ablate",), ("transfer",), ("promote",)}
 CLI = Path(flags.__file__).parent
 
@@ -113,9 +117,28 @@ def test_a_budget_stops_a_study_cleanly_and_a_larger_one_goes_on(trained, tmp_pa
     assert [r["library"] for r in results][0] == "none" and len(results) == 2
 
 
-def test_executor_is_local_only(capsys, monkeypatch):
-    code, _, err = cli(["eval", "maths", "--model", "fake", "--executor", "ray"], capsys, monkeypatch)
-    assert code == 2 and "--executor" in err and "'ray' is not one of 'local'" in err
+def test_executor_ray_without_ray_names_the_extra(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed: ``import ray`` fails
+    run = tmp_path / "run"
+    code, out, err = cli(
+        ["eval", "maths", "--model", "fake", "--executor", "ray", "--run-dir", run], capsys, monkeypatch
+    )
+    assert code == 2 and err.strip().splitlines() == ["error: --executor ray needs Ray: pip install -e '.[ray]'"]
+    assert not run.exists()
+    code, _, err = cli(["eval", "maths", "--model", "fake", "--executor", "other"], capsys, monkeypatch)
+    assert code == 2 and "'other' is not one of 'local', 'ray'" in err
+
+
+@pytest.mark.parametrize("flag", [["--workers", "2"], ["--ray-address", "127.0.0.1:6379"]])
+def test_ray_options_go_with_executor_ray(flag, capsys, monkeypatch):
+    code, _, err = cli(["train", "maths", "--model", "fake", *flag], capsys, monkeypatch)
+    assert code == 2 and f"{flag[0]} goes with --executor ray" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray, the ray extra: pip install -e '.[ray]'")
+def test_executor_ray_refuses_the_embedded_model(capsys, monkeypatch):
+    code, _, err = cli(["train", "maths", "--executor", "ray"], capsys, monkeypatch)
+    assert code == 2 and "the embedded model serves this process only" in err
 
 
 TWINS = [
@@ -150,3 +173,12 @@ def test_promote_judges_with_the_model_it_is_given_within_its_budget(tmp_path):
         tmp_path, "capped", "--model", "fake", "--concurrency", "1", "--prices", str(prices), "--budget-usd", "0.0001"
     )
     assert capped == 1  # the first call spends the budget; no other is made
+
+
+def test_a_preset_may_choose_the_executor(monkeypatch):
+    """``executor`` is a setting like any other: a preset may set it, the command line overrides it."""
+    from mas import config
+
+    monkeypatch.setitem(config.PRESETS, "cluster", {"executor": "ray", "workers": 4})
+    chosen = config.train_config("cluster", workers=2)
+    assert (chosen.executor, chosen.workers, chosen.ray_address) == ("ray", 2, None)

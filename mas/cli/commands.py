@@ -124,6 +124,7 @@ def train_command(
         promotion=PromotionPolicy(cadence=promote_every) if promote_every else None,
     )  # fmt: skip
     clients = run.clients()
+    clients.check_executor(config)
     price = run.price(clients)
     store = LibraryStore(library or paths.library_file(spec.name))
     heads = store.heads()  # a corrupt library file stops us here, before anything is written
@@ -134,7 +135,7 @@ def train_command(
     _tell(starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
 
     async def main():
-        async with run.open(clients) as (client, learner):
+        async with run.open(clients) as (client, learner), run.rollouts(clients, spec, config) as executor:
             counted = Counted(client)
             rollouts = config.epochs * len(spec.tasks[: config.tasks]) * config.group_size
             with bars(err, show=wanted(err), client=counted) as bar:
@@ -143,7 +144,7 @@ def train_command(
                     spec, client=counted, store=store, run_dir=run_dir, config=config, model_name=clients.label,
                     price=price, learner=learner,
                     on_step=lambda report: _stepped(bar, report, tracked),
-                    on_rollout=lambda n: bar.advance(job, n),
+                    on_rollout=lambda n: bar.advance(job, n), executor=executor,
                 )  # fmt: skip
 
     with stopping(tracked):

@@ -19,7 +19,7 @@ import functools
 import inspect
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 import typer
 
@@ -29,12 +29,14 @@ from mas.cli.tracking import Track
 from mas.config import RolloutConfig
 
 if TYPE_CHECKING:
+    from mas.config import RolloutConfig as Settings
     from mas.cost import Price
+    from mas.scenario import Scenario
 
 LOCAL = "local"
 """The model when none is given: the embedded SmolLM2-135M."""
-Executor = Literal["local"]
-"""Where rollouts run: ``local``, in this process (another executor will join here)."""
+Executor = Literal["local", "ray"]
+"""Where rollouts run: ``local``, in this process; ``ray``, on Ray actors (``mas.ray_executor``)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,10 @@ class RunFlags:
     retries: int | None
     budget_usd: float | None
     prices: Path | None
-    executor: Executor
+    executor: Executor | None
+    """``--executor``: None when not given (a preset, else ``local``, applies)."""
+    ray_address: str | None
+    workers: int | None
     track: str | None
     """``--track``: ``mlflow`` to log the run (``mas.cli.tracking``), else None."""
 
@@ -70,7 +75,7 @@ class RunFlags:
 
     def limits(self) -> dict:
         """The settings fields they give (``RolloutConfig``'s), for ``options.settings``."""
-        names = ("concurrency", "call_timeout", "retries", "budget_usd")
+        names = ("concurrency", "call_timeout", "retries", "budget_usd", "executor", "ray_address", "workers")
         return {name: getattr(self, name) for name in names}
 
     def clients(self) -> Models:
@@ -86,6 +91,15 @@ class RunFlags:
         return clients.open(
             base_url=self.base_url, api_key=self.api_key, call_timeout=self.call_timeout, retries=self.retries,
             reasoning=self.reasoning,
+        )  # fmt: skip
+
+    def rollouts(self, clients: Models, scenario: Scenario, config: Settings):
+        """``async with run.rollouts(clients, scenario, config) as executor``: where the rollouts
+        run, as ``config`` says (its ``executor``, from these flags or a preset): None for
+        ``local``, else a started ``mas.ray_executor.RayExecutor``."""
+        return clients.executor(
+            scenario, config, base_url=self.base_url, api_key=self.api_key, call_timeout=self.call_timeout,
+            retries=self.retries, reasoning=self.reasoning,
         )  # fmt: skip
 
     def price(self, clients: Models) -> Price:
@@ -116,10 +130,9 @@ FLAGS = {
         Annotated[Path | None, typer.Option(help="Price table (TOML).", show_default="the shipped examples")],
         None,
     ),
-    "executor": (
-        Executor,
-        typer.Option("local", help="Where rollouts run: local (this process)."),
-    ),
+    "executor": (Optional[Executor], option(RolloutConfig, "executor")),  # noqa: UP045 (typer reads Optional)
+    "ray_address": (str | None, option(RolloutConfig, "ray_address")),
+    "workers": (int | None, option(RolloutConfig, "workers")),
     "track": (Track, None),
 }
 """Each run flag: its type and its default (a ``typer.Option``, or the value of an annotated one)."""

@@ -43,6 +43,8 @@ def promote_command(
     store = store_of(which)
     policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
     stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
+    if (run.executor or "local") != "local" or run.ray_address or run.workers:
+        say("--executor, --ray-address and --workers are not used: mas promote runs no rollouts")
     judged = run.chosen or run.learner_config is not None
     clients = run.clients() if judged else None
     price = run.price(clients) if clients else None

@@ -9,8 +9,11 @@ Everything here is read and checked before a command writes anything: a bad file
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
+import os
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -138,6 +141,9 @@ class Models:
     """The model's name in run.json and the price table (``openai:gpt-4o-mini``)."""
     team: Configured | None = None
     learner: Configured | None = None
+    loading: dict = field(default_factory=dict)
+    """How the config files were loaded (``load_model_config``'s options): a Ray worker loads
+    the team's the same way."""
 
     @contextlib.asynccontextmanager
     async def open(self, **spec_options) -> AsyncIterator[tuple[ChatCompletionClient, ChatCompletionClient | None]]:
@@ -152,6 +158,53 @@ class Models:
                 open_client(self.spec, **spec_options)
             )  # fmt: skip
             yield client, self.learner.client if self.learner else None
+
+    @contextlib.asynccontextmanager
+    async def executor(self, scenario: Scenario, config, **spec_options) -> AsyncIterator[object | None]:
+        """Where the rollouts run, as ``config.executor`` says: None for ``local``, else a started
+        ``RayExecutor`` whose workers open the team's client as ``open`` does here."""
+        self.check_executor(config)
+        if config.executor == "local":
+            yield None
+            return
+        from mas.ray_executor import RayExecutor
+
+        opener = self.opener(**spec_options)
+        async with RayExecutor(
+            scenario, opener, address=config.ray_address, workers=config.workers, concurrency=config.concurrency
+        ) as executor:
+            yield executor
+
+    def check_executor(self, config) -> None:
+        """Refuse now, before anything is written, what ``executor`` would: Ray's options without
+        ``ray``, Ray not installed, or a model no worker can reach."""
+        if config.executor == "local":
+            if config.ray_address is not None or config.workers is not None:
+                raise UserError(f"{'--ray-address' if config.ray_address else '--workers'} goes with --executor ray")
+            return
+        from mas.ray_executor import EXTRA
+
+        if importlib.util.find_spec("ray") is None:
+            raise UserError(f"--executor ray needs Ray: {EXTRA}")
+        if self.team is None and self.spec == "local":
+            raise UserError(
+                "--executor ray: the embedded model serves this process only; give an endpoint every worker "
+                "can reach (--model openai:MODEL with --base-url, or --model-config)"
+            )
+
+    def opener(self, *, base_url=None, api_key=None, **limits):
+        """The team's client as a worker on another machine opens it: a picklable function
+        (``mas.ray_worker.Opener``) with the base URL and key resolved here."""
+        if self.team is not None:
+            from mas.models.config_file import open_model_config, read_document
+
+            document = read_document(self.team.path, "--model-config")
+            return functools.partial(open_model_config, self.team.path, data=document, **self.loading)
+        from mas.models.clients import open_client
+
+        base_url = base_url or os.environ.get("MAS_BASE_URL")
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        return functools.partial(open_client, self.spec, base_url=base_url, api_key=api_key, **limits)
 
 
 def models(
@@ -177,4 +230,4 @@ def models(
         if learner_config
         else None
     )
-    return Models(spec, team.label if team else spec, team, learner)
+    return Models(spec, team.label if team else spec, team, learner, loading={"reasoning": reasoning, **limits})

@@ -103,6 +103,7 @@ def eval_command(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, seed=seed, **run.limits()
     )
     clients = run.clients()
+    clients.check_executor(config)
     price = run.price(clients)
     _no_learning(run, "eval", as_json)
     scored = spec.held_out[: config.tasks]
@@ -121,10 +122,10 @@ def eval_command(
     _starting(run_dir, as_json)
 
     async def main():
-        async with run.open(clients) as (client, _):
+        async with run.open(clients) as (client, _), run.rollouts(clients, spec, config) as executor:
             study = job.Study(
                 spec, client=client, journal=job.open_journal(run_dir, recorded), price=price,
-                budget_usd=config.budget_usd,
+                budget_usd=config.budget_usd, executor=executor,
             )  # fmt: skip
             return await _evaluations(study, plan, len(scored), as_json), study.stopped
 
@@ -223,6 +224,7 @@ def transfer_command(
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, seed=seed, **run.limits()), store)
     check_held_out(spec.held_out[: config.tasks], store)
     clients = run.clients()
+    clients.check_executor(config)
     price = run.price(clients)
     _no_learning(run, "transfer", as_json)
     run_dir = run_dir or paths.new_run_dir(f"transfer-{spec.name}")
@@ -242,14 +244,14 @@ async def _transfer(spec, run: RunFlags, *, clients, heads, config, run_dir, lib
     from mas.cli.progress import bars, wanted
     from mas.studies.transfer import planned_runs, transfer
 
-    async with run.open(clients) as (client, _):
+    async with run.open(clients) as (client, _), run.rollouts(clients, spec, config) as executor:
         with bars(err, show=wanted(err, as_json=as_json)) as bar:
             total = planned_runs(spec.role_names, heads) * len(spec.held_out[: config.tasks])
             job = bar.add_task("transfer", total=total, unit="tasks")
             return await transfer(
                 spec, client=client, heads=heads, config=config, run_dir=run_dir, model_name=clients.label,
                 library=library, price=price, on_run=lambda label: bar.console.print(f"eval: {label}"),
-                on_task=lambda: bar.advance(job),
+                on_task=lambda: bar.advance(job), executor=executor,
             )  # fmt: skip
 
 
@@ -288,6 +290,7 @@ def ablate_command(
     train_config = settings(TrainConfig, tasks=tasks, epochs=epochs, group_size=group_size, seed=seed, **limits)
     eval_config = settings(EvalConfig, tasks=test_tasks, k=k, seed=seed, **limits)
     clients = run.clients()
+    clients.check_executor(eval_config)
     price = run.price(clients)
     run_dir = run_dir or paths.new_run_dir(f"ablate-{spec.name}")
     runs.check(run_dir, recorded(spec, chosen, train_config, eval_config, model_name=clients.label), job.NAMES)
@@ -315,7 +318,7 @@ async def _ablate(spec, run: RunFlags, *, clients, chosen, train_config, eval_co
     from mas.cli.progress import bars, wanted
     from mas.studies.ablate import ablate, planned_rollouts
 
-    async with run.open(clients) as (client, learner):
+    async with run.open(clients) as (client, learner), run.rollouts(clients, spec, eval_config) as executor:
         with bars(err, show=wanted(err, as_json=as_json)) as bar:
             total = sum(planned_rollouts(spec, name, train_config, eval_config) for name in chosen)
             job = bar.add_task("ablation", total=total, unit="rollouts")
@@ -323,5 +326,5 @@ async def _ablate(spec, run: RunFlags, *, clients, chosen, train_config, eval_co
                 spec, client=client, run_dir=run_dir, train_config=train_config, eval_config=eval_config,
                 variants=chosen, model_name=clients.label, price=price, learner=learner,
                 on_variant=lambda name: bar.console.print(f"ablation: {name}"),
-                on_rollout=lambda n: bar.advance(job, n),
+                on_rollout=lambda n: bar.advance(job, n), executor=executor,
             )  # fmt: skip

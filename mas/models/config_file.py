@@ -20,9 +20,11 @@ imported (``mas.providers``).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,16 @@ class Configured:
     client: Adapted
     label: str
     path: Path
+
+
+@contextlib.asynccontextmanager
+async def open_model_config(path: Path, **options) -> AsyncIterator[ChatCompletionClient]:
+    """``load_model_config``'s client, closed on the way out (how a Ray worker opens it)."""
+    client = load_model_config(path, **options).client
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 def read_document(path: Path, flag: str) -> dict:
@@ -149,12 +161,14 @@ def load_model_config(
     retries: int = RETRIES,
     reasoning: bool | None = None,
     trust: Iterable[str] = (),
+    data: dict | None = None,
 ) -> Configured:
     """The client ``path`` describes, behind ``Adapted``. ``reasoning`` (``--reasoning``)
     overrides the file's capabilities, which override the table's. ``trust``: modules whose
-    providers may load besides autogen's and mas's (``--trust``)."""
+    providers may load besides autogen's and mas's (``--trust``). ``data``: the file's
+    document, already read (a Ray worker gets it from the driver, and needs no copy of the file)."""
     where = f"{flag} {path}"
-    data = read_document(path, flag)
+    data = copy.deepcopy(data) if data is not None else read_document(path, flag)
     check(data, where, trusted(trust))  # before anything the file names is imported
     try:
         extras = Extras.model_validate(data.pop("mas", {}))

@@ -1,0 +1,251 @@
+"""Rollouts on Ray (``--executor ray``): whole rollouts run on Ray actors, everything else here.
+
+``RayExecutor`` joins a Ray cluster (``address``; none: it starts a local Ray instance bound
+to 127.0.0.1) and starts ``workers`` actors (``mas.ray_worker.RolloutWorker``), each with its
+own event loop, team factory and model client. The driver keeps what a run is: it draws the
+exposures and seeds (the ``RolloutJob``), journals each rollout and each call it made, and runs
+every learning stage and library write, under the run's lock. A rollout is the same wherever
+it ran, so a run's journal, libraries and evidence are those of a local run with the same seed.
+
+**The in-flight limit is split by the driver.** The endpoint's limit (``--concurrency N``, or
+the adaptive limit's cap of ``MOST`` calls) is divided among the workers and this process (its
+learning calls), so the endpoint never sees more than one process would send; each worker
+adapts its share to the endpoint's answers on its own (429s and latency reach every worker).
+A limiter shared through a Ray actor would keep one adaptive limit exactly, but at two actor
+calls per model call (about 1 ms of CPU each side on 2 cores) and one actor serving all of
+them: at 8 machines x 16 workers, tens of thousands of actor calls a second.
+
+**Faults.** Each worker holds at most ``window`` rollouts at once. A worker that dies (its
+process killed, its machine gone) loses only those: each goes to another worker, up to
+``ATTEMPTS`` times, and the dead one is replaced. Its calls journaled by nothing (a worker
+journals none), a retried rollout starts again from its first call; a rollout cut short in a
+crash of the driver is resumed from the calls the driver journaled, as in a local run. A
+worker that cannot reach the endpoint fails its rollouts with the endpoint's error (after the
+client's retries), counted like any failed rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import sys
+from typing import Any
+
+from mas.errors import UserError
+from mas.executor import RolloutJob
+from mas.journal import Journal
+from mas.meter import Meter
+from mas.models.limiter import MOST, AdaptiveLimit
+from mas.ray_worker import Opener, RolloutWorker
+from mas.scenario import Scenario
+from mas.tools import isolation
+from mas.types import EndpointCounts, Rollout, Version
+
+EXTRA = "pip install -e '.[ray]'"
+ATTEMPTS = 3
+"""Workers a rollout is sent to before it fails: its first, and two after workers died under it."""
+FORWARDED = (isolation.UNSAFE_ENV, "MAS_SANDBOX_CGROUP")
+"""Settings of the python tool's sandbox the workers get from this process's environment."""
+
+
+def import_ray(*, local: bool) -> Any:
+    """Ray, imported now; a ``UserError`` naming the extra when it is not installed. For a
+    ``local`` instance, Ray's addresses are the loopback one (the instance serves this machine)."""
+    if local:
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read at import; the subprocesses inherit it
+        os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray's default for a new instance, said: no warning
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"--executor ray needs Ray: {EXTRA}") from None
+    if local and "ray._private.ray_constants" in sys.modules:  # imported before us: read again on use
+        sys.modules["ray._private.ray_constants"].ENABLE_RAY_CLUSTER = False
+    return ray
+
+
+def shares(concurrency: int | None, parts: int) -> list[int]:
+    """``concurrency`` (or the adaptive cap, ``MOST``) split into ``parts`` as evenly as it goes,
+    each at least 1: the last part is the driver's (its learning calls), the others the workers'."""
+    total = MOST if concurrency is None else concurrency
+    return [max(1, total // parts + (i < total % parts)) for i in range(parts)]
+
+
+@dataclasses.dataclass
+class _Worker:
+    actor: Any
+    limit: int | tuple[str, int]
+    outstanding: int = 0
+    alive: bool = True
+    counts: EndpointCounts | None = None
+    """What it met at the endpoint when last asked (kept when it dies)."""
+
+
+class RayExecutor:
+    """Runs rollouts on Ray actors; ``await start()`` before use, ``await close()`` after
+    (``async with`` does both)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        opener: Opener,
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        concurrency: int | None = None,
+        window: int | None = None,
+    ):
+        self.scenario, self.opener, self.address, self.concurrency = scenario, opener, address, concurrency
+        self.count, self.window = workers, window
+        self.workers: list[_Worker] = []
+        self.retried = 0
+        """Rollouts sent again after a worker died under them."""
+        self.lost = 0
+        """Workers that died."""
+        self._ray: Any = None
+        self._owned = False
+        self._free = asyncio.Condition()
+        self._heads: dict[int, tuple[dict, Any]] = {}
+
+    async def __aenter__(self) -> RayExecutor:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # -- start, stop
+
+    async def start(self) -> None:
+        ray = self._ray = import_ray(local=self.address is None)
+        if not ray.is_initialized():
+            options = {"include_dashboard": False, "configure_logging": False, "log_to_driver": False}
+            if self.address is None:  # "local": a new instance, whatever RAY_ADDRESS says
+                options["num_cpus"] = max(os.cpu_count() or 1, self.count or 1)
+            try:
+                ray.init(address=self.address or "local", **options)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise UserError(f"--ray-address {self.address}: cannot join the Ray cluster ({exc})") from None
+            self._owned = True
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.count = self.count or max(1, cpus)
+        if self.count > cpus:
+            raise UserError(f"--workers {self.count}: the Ray cluster has {cpus} CPUs (a worker takes one)")
+        split = shares(self.concurrency, self.count + 1)
+        self.window = self.window or 2 * max(split)
+        env = {k: os.environ[k] for k in FORWARDED if k in os.environ}
+        self._actor = ray.remote(RolloutWorker).options(
+            num_cpus=1, max_concurrency=100_000, max_restarts=0, **({"runtime_env": {"env_vars": env}} if env else {})
+        )  # fmt: skip
+        try:
+            self._scenario = ray.put(self.scenario)
+        except Exception as exc:  # cloudpickle raises whatever the object's reducer raises
+            raise UserError(f"--executor ray: the scenario cannot be sent to the workers ({exc})") from None
+        limits = [n if self.concurrency is not None else ("adaptive", n) for n in split[:-1]]
+        self.workers = [self._new(limit) for limit in limits]
+        try:
+            self.pids = await asyncio.gather(*(w.actor.ready.remote() for w in self.workers))
+        except ray.exceptions.RayError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, UserError):
+                raise UserError(str(cause)) from None
+            raise UserError(f"--executor ray: a worker could not start ({_first_line(exc)})") from None
+
+    def _new(self, limit) -> _Worker:
+        return _Worker(self._actor.remote(self._scenario, self.opener, limit), limit)
+
+    async def close(self) -> None:
+        ray, self._heads = self._ray, {}
+        live = [w for w in self.workers if w.alive]
+        if live:
+            await asyncio.wait([asyncio.ensure_future(_awaited(w.actor.close.remote())) for w in live], timeout=10)
+        for w in live:
+            ray.kill(w.actor)
+        if self._owned:
+            ray.shutdown()
+
+    # -- the executor
+
+    def learning_limit(self, concurrency: int | None) -> int | AdaptiveLimit:
+        """This process's share of the limit (``shares``)."""
+        n = shares(concurrency, self.count + 1)[-1]
+        return n if concurrency is not None else AdaptiveLimit(most=n)
+
+    async def run(self, job: RolloutJob, *, journal: Journal | None, meter: Meter) -> Rollout:
+        replies = journal.calls_of(job.key) if journal is not None else {}
+        heads, sent = self._put(job.heads), dataclasses.replace(job, heads={})
+        lost = self._ray.exceptions.RayActorError, self._ray.exceptions.WorkerCrashedError
+        for attempt in range(ATTEMPTS):
+            worker = await self._take()
+            try:
+                rollout, calls = await worker.actor.run.remote([heads], sent, replies)
+            except lost:
+                self._died(worker)
+                continue
+            finally:
+                await self._give(worker)
+            if journal is not None:
+                for kind, key, data in calls:
+                    await journal.record(kind, key, data, sync=False)
+            meter.add(rollout.calls)
+            self.retried += attempt > 0
+            return rollout
+        failed = Meter()
+        failed.fail("rollout", "worker lost")
+        meter.add(calls := failed.snapshot())
+        error = f"worker lost: {ATTEMPTS} Ray workers died running this rollout"
+        return Rollout(task_id=job.task.id, index=job.index, traces=[], answer=None, error=error, calls=calls)
+
+    async def endpoint_counts(self) -> EndpointCounts | None:
+        live = [w for w in self.workers if w.alive]
+        found = await asyncio.gather(*(w.actor.counts.remote() for w in live), return_exceptions=True)
+        for worker, counts in zip(live, found):
+            if not isinstance(counts, BaseException):
+                worker.counts = counts
+        total = None
+        for counts in (w.counts for w in self.workers if w.counts is not None):
+            total = counts if total is None else total.plus(counts)
+        return total
+
+    # -- workers
+
+    def _put(self, heads: dict[str, Version]) -> Any:
+        """The libraries in Ray's object store, once for every job that shares them (a step's,
+        an evaluation's): sent by reference, each worker reads them once."""
+        found = self._heads.get(id(heads))
+        if found is None or found[0] is not heads:
+            if len(self._heads) >= 4:
+                self._heads.pop(next(iter(self._heads)))
+            found = self._heads[id(heads)] = (heads, self._ray.put(heads))
+        return found[1]
+
+    async def _take(self) -> _Worker:
+        """The live worker with the fewest rollouts, once one has fewer than ``window``."""
+        async with self._free:
+            while True:
+                live = [w for w in self.workers if w.alive and w.outstanding < self.window]
+                if live:
+                    worker = min(live, key=lambda w: w.outstanding)
+                    worker.outstanding += 1
+                    return worker
+                await self._free.wait()
+
+    async def _give(self, worker: _Worker) -> None:
+        async with self._free:
+            worker.outstanding -= 1
+            self._free.notify()
+
+    def _died(self, worker: _Worker) -> None:
+        """A worker died: its rollouts go elsewhere, and a new worker takes its place."""
+        if worker.alive:
+            worker.alive, self.lost = False, self.lost + 1
+            self.workers.append(self._new(worker.limit))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+async def _awaited(ref) -> Any:
+    return await ref

@@ -1,0 +1,164 @@
+"""Rollouts on Ray (``--executor ray``): a run is byte for byte a local run, a worker killed
+mid-step loses only its rollouts, a worker that cannot reach the endpoint fails its rollouts.
+
+Every test here starts a local Ray instance on 127.0.0.1 with 2 workers (the ``ray`` extra;
+``.ci/run`` installs it). Without Ray they are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import json
+import os
+import signal
+import socket
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mas.config import EvalConfig, TrainConfig
+from mas.library.store import LibraryStore
+from mas.models.clients import open_client
+from mas.models.fake import FakeClient
+from mas.studies.evaluate import evaluate
+from mas.train import train
+from tests.test_cli import mas
+
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(
+        importlib.util.find_spec("ray") is None, reason="needs Ray, the ray extra: pip install -e '.[ray]'"
+    ),
+]
+
+SIDE_FILES = ["lib.json", "lib.usage.jsonl", "lib.promotions.jsonl", "lib.prunings.jsonl", "lib.equivalence.jsonl"]
+SIDE_FILES += ["lib.quarantine.jsonl", "lib.rejected.jsonl"]
+
+
+def records(run: Path) -> list[str]:
+    """The journal's records, sorted (concurrent rollouts end in any order, here as in a local
+    run), each step report without its wall time."""
+    out = []
+    for line in (run / "journal.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == "step":
+            record["data"].pop("seconds")
+        out.append(json.dumps(record, sort_keys=True))
+    return sorted(out)
+
+
+def test_a_run_on_ray_is_byte_for_byte_a_local_run(tmp_path):
+    """``mas train`` then ``mas eval`` on the fake, in this process and on 2 Ray workers: the
+    same library file and logs, byte for byte, the same journal records and the same table."""
+    for where, extra in (("local", []), ("ray", ["--executor", "ray", "--workers", "2"])):
+        folder = tmp_path / where
+        common = ["--model", "fake", "--library", str(folder / "lib.json"), *extra]
+        done = mas("train", "maths", "--tasks", "8", "--epochs", "2", "--run-dir", str(folder / "run"), *common)
+        assert done.returncode == 0, done.stderr
+        done = mas("eval", "maths", "--tasks", "4", "--k", "2", "--run-dir", str(folder / "eval"), "--json", *common)
+        assert done.returncode == 0, done.stderr
+        (folder / "table.json").write_text(done.stdout)
+    local, ray = tmp_path / "local", tmp_path / "ray"
+    assert json.loads((local / "lib.json").read_text())  # lessons were learned: something to compare
+    for name in [*SIDE_FILES, "table.json"]:
+        assert (local / name).read_bytes() == (ray / name).read_bytes(), name
+    for run in ("run", "eval"):
+        assert records(local / run) == records(ray / run), run
+    assert Counter(json.loads(line)["kind"] for line in (ray / "run/journal.jsonl").open())["call"] > 0
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """One local Ray instance for the tests that drive ``RayExecutor`` themselves."""
+    from mas.ray_executor import import_ray
+
+    ray = import_ray(local=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+async def _train(maths, folder: Path, *, executor=None, on_rollout=lambda n: None):
+    config = TrainConfig(tasks=4, group_size=4, epochs=1)
+    async with open_client("fake:0.3") as client:
+        return await train(
+            maths, client=client, store=LibraryStore(folder / "lib.json"), run_dir=folder / "run", config=config,
+            executor=executor, on_rollout=on_rollout,
+        )  # fmt: skip
+
+
+def test_a_worker_killed_mid_step_loses_only_its_rollouts(ray_instance, maths, tmp_path):
+    """kill -9 of a worker once the step's first rollout is done (each takes about a second):
+    the rollouts it held go to the other worker, the step ends with every rollout valid and
+    journaled once, and the libraries are those of a local run."""
+    from mas.ray_executor import RayExecutor
+
+    asyncio.run(_train(maths, tmp_path / "local"))
+
+    async def on_ray():
+        async with RayExecutor(maths, functools.partial(open_client, "fake:0.3"), workers=2) as executor:
+            killed = []
+
+            def kill(n: int) -> None:
+                if not killed:
+                    killed.append(executor.pids[0])
+                    os.kill(executor.pids[0], signal.SIGKILL)
+
+            result = await _train(maths, tmp_path / "ray", executor=executor, on_rollout=kill)
+            return result, executor
+
+    result, executor = asyncio.run(on_ray())
+    assert executor.lost == 1 and executor.retried >= 1
+    assert result.steps[0].failed_rollouts == 0
+    journal = [json.loads(line) for line in (tmp_path / "ray/run/journal.jsonl").read_text().splitlines()]
+    keys = Counter((r["kind"], r["key"]) for r in journal)
+    assert [k for k, n in keys.items() if n > 1] == []  # every rollout, and every call, journaled once
+    assert sum(kind == "rollout" for kind, _ in keys) == 16
+    for name in SIDE_FILES:
+        assert (tmp_path / "local" / name).read_bytes() == (tmp_path / "ray" / name).read_bytes(), name
+
+
+def test_a_worker_that_cannot_reach_the_endpoint_fails_its_rollouts(ray_instance, maths):
+    """Nothing listens at the endpoint's port: each rollout fails with the connection error,
+    counted, within the client's retries, and the evaluation ends."""
+    from mas.ray_executor import RayExecutor
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    opener = functools.partial(
+        open_client, "openai:m", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-0000", call_timeout=2,
+        retries=1,
+    )  # fmt: skip
+
+    async def on_ray():
+        async with RayExecutor(maths, opener, workers=2) as executor:
+            started = time.monotonic()
+            result = await evaluate(
+                maths, client=FakeClient(), heads=None, config=EvalConfig(tasks=3, k=2), executor=executor
+            )
+            return result, time.monotonic() - started, await executor.endpoint_counts()
+
+    result, seconds, counts = asyncio.run(on_ray())
+    assert result.calls["rollout"].failures == 6 and result.mean_at_k.value == 0.0
+    assert seconds < 60
+    assert counts.failures == 6 and counts.faults.get("connection", 0) == 12  # each call tried twice
+
+
+def test_ray_address_joins_a_running_cluster(ray_instance, tmp_path):
+    """``--ray-address``: ``mas eval`` joins this test's Ray instance (on 127.0.0.1), runs there,
+    and leaves it running."""
+    address = ray_instance.get_runtime_context().gcs_address
+    assert address.startswith("127.0.0.1:")
+    done = mas(
+        "eval", "maths", "--model", "fake", "--no-library", "--tasks", "2", "--run-dir", str(tmp_path / "eval"),
+        "--executor", "ray", "--ray-address", address, "--workers", "1", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["k"] == 1
+    assert ray_instance.is_initialized() and ray_instance.cluster_resources().get("CPU") == 2
