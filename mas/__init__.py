@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` s
     from mas.memory import LessonMemory
     from mas.models.clients import open_client
     from mas.models.fake import FakeClient
+    from mas.ray_executor import RayExecutor
     from mas.scenario import Scenario, custom_scenario, load_scenario
     from mas.studies.evaluate import EvalResult, evaluate
     from mas.team import system_message
@@ -47,6 +48,7 @@ _WHERE = {
     "LessonMemory": "mas.memory",
     "open_client": "mas.models.clients",
     "FakeClient": "mas.models.fake",
+    "RayExecutor": "mas.ray_executor",
     "Scenario": "mas.scenario",
     "custom_scenario": "mas.scenario",
     "load_scenario": "mas.scenario",
@@ -98,6 +100,7 @@ __all__ = [
     "LessonMemory",
     "LibraryStore",
     "ModelReplyError",
+    "RayExecutor",
     "Scenario",
     "Task",
     "TrainConfig",

@@ -7,13 +7,15 @@ exposures and seeds (the ``RolloutJob``), journals each rollout and each call it
 every learning stage and library write, under the run's lock. A rollout is the same wherever
 it ran, so a run's journal, libraries and evidence are those of a local run with the same seed.
 
-**The in-flight limit is split by the driver.** The endpoint's limit (``--concurrency N``, or
-the adaptive limit's cap of ``MOST`` calls) is divided among the workers and this process (its
-learning calls), so the endpoint never sees more than one process would send; each worker
-adapts its share to the endpoint's answers on its own (429s and latency reach every worker).
-A limiter shared through a Ray actor would keep one adaptive limit exactly, but at two actor
-calls per model call (about 1 ms of CPU each side on 2 cores) and one actor serving all of
-them: at 8 machines x 16 workers, tens of thousands of actor calls a second.
+**The in-flight limit holds for the endpoint as a whole.** A fixed limit (``--concurrency N``)
+is split by the driver among the workers and itself (its learning calls): together they never
+have more than N calls in flight. The adaptive limit (``mas.models.limiter``) runs in each of
+them, each finding its share of what the endpoint takes from the endpoint's own answers (a 429,
+rising latency), as TCP flows share a link; each process's cap is ``MOST``, as for one process.
+A limit shared through a Ray actor would be one limit exactly, but at two actor calls per model
+call (about 0.7 ms of CPU each on the caller's side here) and one actor serving every worker:
+at 8 machines x 16 workers, tens of thousands of actor calls a second, more than one Python
+process serves.
 
 **Faults.** Each worker holds at most ``window`` rollouts at once. A worker that dies (its
 process killed, its machine gone) loses only those: each goes to another worker, up to
@@ -64,11 +66,10 @@ def import_ray(*, local: bool) -> Any:
     return ray
 
 
-def shares(concurrency: int | None, parts: int) -> list[int]:
-    """``concurrency`` (or the adaptive cap, ``MOST``) split into ``parts`` as evenly as it goes,
-    each at least 1: the last part is the driver's (its learning calls), the others the workers'."""
-    total = MOST if concurrency is None else concurrency
-    return [max(1, total // parts + (i < total % parts)) for i in range(parts)]
+def shares(concurrency: int, parts: int) -> list[int]:
+    """A fixed limit split into ``parts`` as evenly as it goes, each at least 1 (a limit below
+    ``parts`` gives each part 1): the last part is the driver's, the others the workers'."""
+    return [max(1, concurrency // parts + (i < concurrency % parts)) for i in range(parts)]
 
 
 @dataclasses.dataclass
@@ -131,8 +132,9 @@ class RayExecutor:
         self.count = self.count or max(1, cpus)
         if self.count > cpus:
             raise UserError(f"--workers {self.count}: the Ray cluster has {cpus} CPUs (a worker takes one)")
-        split = shares(self.concurrency, self.count + 1)
-        self.window = self.window or 2 * max(split)
+        fixed = self.concurrency is not None
+        limits = shares(self.concurrency, self.count + 1)[:-1] if fixed else [("adaptive", MOST)] * self.count
+        self.window = self.window or 2 * (max(limits) if fixed else MOST)
         env = {k: os.environ[k] for k in FORWARDED if k in os.environ}
         self._actor = ray.remote(RolloutWorker).options(
             num_cpus=1, max_concurrency=100_000, max_restarts=0, **({"runtime_env": {"env_vars": env}} if env else {})
@@ -141,7 +143,6 @@ class RayExecutor:
             self._scenario = ray.put(self.scenario)
         except Exception as exc:  # cloudpickle raises whatever the object's reducer raises
             raise UserError(f"--executor ray: the scenario cannot be sent to the workers ({exc})") from None
-        limits = [n if self.concurrency is not None else ("adaptive", n) for n in split[:-1]]
         self.workers = [self._new(limit) for limit in limits]
         try:
             self.pids = await asyncio.gather(*(w.actor.ready.remote() for w in self.workers))
@@ -167,9 +168,8 @@ class RayExecutor:
     # -- the executor
 
     def learning_limit(self, concurrency: int | None) -> int | AdaptiveLimit:
-        """This process's share of the limit (``shares``)."""
-        n = shares(concurrency, self.count + 1)[-1]
-        return n if concurrency is not None else AdaptiveLimit(most=n)
+        """This process's share of a fixed limit (``shares``), or an adaptive limit of its own."""
+        return AdaptiveLimit() if concurrency is None else shares(concurrency, self.count + 1)[-1]
 
     async def run(self, job: RolloutJob, *, journal: Journal | None, meter: Meter) -> Rollout:
         replies = journal.calls_of(job.key) if journal is not None else {}

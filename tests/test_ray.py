@@ -162,3 +162,27 @@ def test_ray_address_joins_a_running_cluster(ray_instance, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["k"] == 1
     assert ray_instance.is_initialized() and ray_instance.cluster_resources().get("CPU") == 2
+
+
+def test_a_fixed_limit_holds_for_the_endpoint_across_workers(ray_instance, maths, tmp_path):
+    """``--concurrency 3`` with 2 workers: the endpoint never has more than 3 calls at once
+    (1 for each worker, 1 for this process's learning calls), and it had more than 1."""
+    from mas.ray_executor import RayExecutor
+    from tests.fault_server import FaultServer
+
+    with FaultServer().pace(0.2, 100) as server:
+        opener = functools.partial(open_client, "openai:m", base_url=server.url, api_key="sk-test-0000")
+
+        async def on_ray():
+            async with (
+                opener() as client,
+                RayExecutor(maths, opener, workers=2, concurrency=3) as executor,
+            ):
+                config = TrainConfig(tasks=4, group_size=4, concurrency=3)
+                store = LibraryStore(tmp_path / "lib.json")
+                return await train(maths, client=client, store=store, run_dir=tmp_path / "run", config=config,
+                                   executor=executor)  # fmt: skip
+
+        result = asyncio.run(on_ray())
+    assert result.steps[0].failed_rollouts == 0
+    assert 1 < server.peak <= 3
