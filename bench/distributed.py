@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -38,7 +39,7 @@ from mas.config import PromotionPolicy, TrainConfig
 from mas.domains.maths import generate
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
-from mas.ray_executor import RayExecutor, import_ray
+from mas.ray_executor import EXTRA, RayExecutor, import_ray
 from mas.scenario import load_scenario
 from mas.train import train
 
@@ -159,6 +160,9 @@ def main() -> int:
     parser.add_argument("--refuse", action="store_true", help="answer 429 beyond the slots (else: queue)")
     parser.add_argument("--workers", default="1,2", help="the Ray configurations, by their workers")
     args = parser.parse_args()
+    if importlib.util.find_spec("ray") is None:
+        print(f"distributed: needs Ray, the ray extra ({EXTRA})")
+        return 2
     spec, ray, rows = scenario(args.tasks), None, {}
     counts = [int(n) for n in args.workers.split(",")]
     for workers in [0, *counts]:

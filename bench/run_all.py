@@ -16,7 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ALL = [
     "pipeline", "overhead", "learning_calls", "context_tax", "bookkeeping", "embedded",
-    "startup", "prefix", "adaptive", "resume", "scale", "learning_world --hard",
+    "startup", "prefix", "adaptive", "resume", "scale", "distributed", "learning_world --hard",
 ]  # fmt: skip
 
 

@@ -57,7 +57,8 @@ class Executor(Protocol):
     async def run(self, job: RolloutJob, *, journal: Journal | None, meter: Meter) -> Rollout: ...
 
     def learning_limit(self, concurrency: int | None) -> int | AdaptiveLimit | None:
-        """The in-flight limit of this process's own calls (the learning calls), for ``Limited``."""
+        """The in-flight limit of this process's own calls (the learning calls), for ``Limited``:
+        ``concurrency`` itself, or the limit the executor's workers share."""
         ...
 
     async def endpoint_counts(self) -> EndpointCounts | None:

@@ -7,23 +7,18 @@ exposures and seeds (the ``RolloutJob``), journals each rollout and each call it
 every learning stage and library write, under the run's lock. A rollout is the same wherever
 it ran, so a run's journal, libraries and evidence are those of a local run with the same seed.
 
-**The in-flight limit holds for the endpoint as a whole.** A fixed limit (``--concurrency N``)
-is split by the driver among the workers and itself (its learning calls): together they never
-have more than N calls in flight. The adaptive limit (``mas.models.limiter``) runs in each of
-them, each finding its share of what the endpoint takes from the endpoint's own answers (a 429,
-rising latency), as TCP flows share a link; each process's cap is ``MOST``, as for one process.
-A limit shared through a Ray actor would be one limit exactly, but at two actor calls per model
-call (about 0.7 ms of CPU each on the caller's side here) and one actor serving every worker:
-at 8 machines x 16 workers, tens of thousands of actor calls a second, more than one Python
-process serves.
+**The in-flight limit holds for the endpoint as a whole**: one limit, adaptive or the fixed
+``--concurrency``, kept by one actor (``mas.ray_limit``) that every worker and this process
+(its learning calls) ask for a slot before each call, as the rollouts of one process share one.
 
 **Faults.** Each worker holds at most ``window`` rollouts at once. A worker that dies (its
 process killed, its machine gone) loses only those: each goes to another worker, up to
-``ATTEMPTS`` times, and the dead one is replaced. Its calls journaled by nothing (a worker
-journals none), a retried rollout starts again from its first call; a rollout cut short in a
-crash of the driver is resumed from the calls the driver journaled, as in a local run. A
-worker that cannot reach the endpoint fails its rollouts with the endpoint's error (after the
-client's retries), counted like any failed rollout.
+``ATTEMPTS`` times, and the dead one is replaced. A worker journals nothing: the driver
+journals a rollout's calls when the rollout comes back, so a retried rollout starts again from
+its first call, and so does a rollout that was under way when the driver was killed (in a
+local run it would go on from its last journaled call). A worker that cannot reach the
+endpoint fails its rollouts with the endpoint's error (after the client's retries), counted
+like any failed rollout.
 """
 
 from __future__ import annotations
@@ -38,7 +33,8 @@ from mas.errors import UserError
 from mas.executor import RolloutJob
 from mas.journal import Journal
 from mas.meter import Meter
-from mas.models.limiter import MOST, AdaptiveLimit
+from mas.models.limiter import MOST
+from mas.ray_limit import Keeper, Shared
 from mas.ray_worker import Opener, RolloutWorker
 from mas.scenario import Scenario
 from mas.tools import isolation
@@ -66,16 +62,11 @@ def import_ray(*, local: bool) -> Any:
     return ray
 
 
-def shares(concurrency: int, parts: int) -> list[int]:
-    """A fixed limit split into ``parts`` as evenly as it goes, each at least 1 (a limit below
-    ``parts`` gives each part 1): the last part is the driver's, the others the workers'."""
-    return [max(1, concurrency // parts + (i < concurrency % parts)) for i in range(parts)]
-
-
 @dataclasses.dataclass
 class _Worker:
     actor: Any
-    limit: int | tuple[str, int]
+    holder: str
+    """Its name at the limit's keeper."""
     outstanding: int = 0
     alive: bool = True
     counts: EndpointCounts | None = None
@@ -105,6 +96,7 @@ class RayExecutor:
         """Workers that died."""
         self._ray: Any = None
         self._owned = False
+        self._made = 0
         self._free = asyncio.Condition()
         self._heads: dict[int, tuple[dict, Any]] = {}
 
@@ -132,9 +124,8 @@ class RayExecutor:
         self.count = self.count or max(1, cpus)
         if self.count > cpus:
             raise UserError(f"--workers {self.count}: the Ray cluster has {cpus} CPUs (a worker takes one)")
-        fixed = self.concurrency is not None
-        limits = shares(self.concurrency, self.count + 1)[:-1] if fixed else [("adaptive", MOST)] * self.count
-        self.window = self.window or 2 * (max(limits) if fixed else MOST)
+        self.window = self.window or 2 * (self.concurrency or MOST)
+        self._keeper = ray.remote(Keeper).options(num_cpus=0, max_concurrency=100_000).remote(self.concurrency)
         env = {k: os.environ[k] for k in FORWARDED if k in os.environ}
         self._actor = ray.remote(RolloutWorker).options(
             num_cpus=1, max_concurrency=100_000, max_restarts=0, **({"runtime_env": {"env_vars": env}} if env else {})
@@ -143,7 +134,7 @@ class RayExecutor:
             self._scenario = ray.put(self.scenario)
         except Exception as exc:  # cloudpickle raises whatever the object's reducer raises
             raise UserError(f"--executor ray: the scenario cannot be sent to the workers ({exc})") from None
-        self.workers = [self._new(limit) for limit in limits]
+        self.workers = [self._new() for _ in range(self.count)]
         try:
             self.pids = await asyncio.gather(*(w.actor.ready.remote() for w in self.workers))
         except ray.exceptions.RayError as exc:
@@ -152,8 +143,10 @@ class RayExecutor:
                 raise UserError(str(cause)) from None
             raise UserError(f"--executor ray: a worker could not start ({_first_line(exc)})") from None
 
-    def _new(self, limit) -> _Worker:
-        return _Worker(self._actor.remote(self._scenario, self.opener, limit), limit)
+    def _new(self) -> _Worker:
+        self._made += 1
+        holder = f"worker-{self._made}"
+        return _Worker(self._actor.remote(self._scenario, self.opener, Shared(self._keeper, holder)), holder)
 
     async def close(self) -> None:
         ray, self._heads = self._ray, {}
@@ -162,14 +155,15 @@ class RayExecutor:
             await asyncio.wait([asyncio.ensure_future(_awaited(w.actor.close.remote())) for w in live], timeout=10)
         for w in live:
             ray.kill(w.actor)
+        ray.kill(self._keeper)
         if self._owned:
             ray.shutdown()
 
     # -- the executor
 
-    def learning_limit(self, concurrency: int | None) -> int | AdaptiveLimit:
-        """This process's share of a fixed limit (``shares``), or an adaptive limit of its own."""
-        return AdaptiveLimit() if concurrency is None else shares(concurrency, self.count + 1)[-1]
+    def learning_limit(self, concurrency: int | None) -> Shared:
+        """The limit every worker shares (``concurrency`` is this executor's)."""
+        return Shared(self._keeper, "driver")
 
     async def run(self, job: RolloutJob, *, journal: Journal | None, meter: Meter) -> Rollout:
         replies = journal.calls_of(job.key) if journal is not None else {}
@@ -239,7 +233,8 @@ class RayExecutor:
         """A worker died: its rollouts go elsewhere, and a new worker takes its place."""
         if worker.alive:
             worker.alive, self.lost = False, self.lost + 1
-            self.workers.append(self._new(worker.limit))
+            self._keeper.forget.remote(worker.holder)  # the slots its calls held
+            self.workers.append(self._new())
 
 
 def _first_line(exc: BaseException) -> str:

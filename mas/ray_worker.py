@@ -1,7 +1,7 @@
 """A Ray worker: an actor that runs whole rollouts (``mas.ray_executor`` starts them).
 
-Each worker is a process of its own, with its own event loop, model client, start gate and
-in-flight limit (its share of the endpoint's, given by the driver). It gets the scenario
+Each worker is a process of its own, with its own event loop, model client and start gate;
+its calls ask the endpoint's one in-flight limit for a slot (``mas.ray_limit``). It gets the scenario
 once, when it starts, and a ``RolloutJob`` per rollout, with everything that decides what
 the rollout computes already drawn by the driver; it returns the ``Rollout`` and the replies
 of the calls it made, which the driver journals. It writes nothing: no journal, no library.
@@ -27,7 +27,8 @@ from autogen_core.models import ChatCompletionClient
 from mas.executor import Local, RolloutJob
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
-from mas.models.limiter import AdaptiveLimit, Limited
+from mas.models.limiter import Limited
+from mas.ray_limit import Shared
 from mas.scenario import Scenario
 from mas.types import EndpointCounts, Rollout, Version
 
@@ -52,10 +53,10 @@ class Recorder:
 
 
 class RolloutWorker:
-    """Runs rollouts of ``scenario`` with the client ``opener`` opens, under a limit of
-    ``limit`` calls in flight (an int: fixed; ``("adaptive", most)``: adapted, at most ``most``)."""
+    """Runs rollouts of ``scenario`` with the client ``opener`` opens, under ``limit``: the
+    endpoint's one in-flight limit (``mas.ray_limit.Shared``)."""
 
-    def __init__(self, scenario: Scenario, opener: Opener, limit: int | tuple[str, int]):
+    def __init__(self, scenario: Scenario, opener: Opener, limit: Shared):
         logging.getLogger("autogen_core").setLevel(logging.CRITICAL)  # as the CLI does: failures are counted
         self.scenario, self.opener, self.limit = scenario, opener, limit
         self.heads: dict[str, dict[str, Version]] = {}
@@ -75,9 +76,7 @@ class RolloutWorker:
         async with self._opening:
             if self._local is None:
                 client = await self._stack.enter_async_context(self.opener())
-                fixed = isinstance(self.limit, int)
-                limit = self.limit if fixed else AdaptiveLimit(most=self.limit[1])
-                self._local = Local(self.scenario, Limited(client, limit))
+                self._local = Local(self.scenario, Limited(client, self.limit))
             return self._local
 
     async def run(self, heads: list, job: RolloutJob, replies: dict[str, Any]) -> tuple[Rollout, list]:

@@ -14,6 +14,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -165,8 +167,8 @@ def test_ray_address_joins_a_running_cluster(ray_instance, tmp_path):
 
 
 def test_a_fixed_limit_holds_for_the_endpoint_across_workers(ray_instance, maths, tmp_path):
-    """``--concurrency 3`` with 2 workers: the endpoint never has more than 3 calls at once
-    (1 for each worker, 1 for this process's learning calls), and it had more than 1."""
+    """``--concurrency 3`` with 2 workers: the endpoint never has more than 3 calls at once,
+    the workers' and this process's learning calls together, and it had more than 1."""
     from mas.ray_executor import RayExecutor
     from tests.fault_server import FaultServer
 
@@ -186,3 +188,61 @@ def test_a_fixed_limit_holds_for_the_endpoint_across_workers(ray_instance, maths
         result = asyncio.run(on_ray())
     assert result.steps[0].failed_rollouts == 0
     assert 1 < server.peak <= 3
+
+
+def test_a_killed_driver_resumes_on_ray(tmp_path):
+    """kill -9 of ``mas train --executor ray`` once some rollouts are journaled: its Ray
+    instance goes with it (Ray's two agents last, about a minute: they give up on the dead
+    instance's control store), and the same command resumes the run and ends with the
+    libraries a local run has."""
+    command = ["train", "maths", "--model", "fake:0.2", "--tasks", "8", "--group-size", "4"]
+
+    def files(folder: Path) -> list[str]:
+        return [*command, "--library", str(folder / "lib.json"), "--run-dir", str(folder / "run")]
+
+    assert mas(*files(tmp_path / "local")).returncode == 0
+    ray = tmp_path / "ray"
+    cut = subprocess.Popen(
+        [sys.executable, "-c", "from mas.cli.main import main; main()", *files(ray), "--executor", "ray"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    journal, deadline = ray / "run" / "journal.jsonl", time.monotonic() + 120
+    while not (journal.exists() and journal.read_text().count('"kind":"rollout"') >= 6):
+        assert cut.poll() is None and time.monotonic() < deadline, "the run ended, or never began, before the kill"
+        time.sleep(0.1)
+    started = _descendants(cut.pid)  # its Ray instance: gcs, raylet, workers
+    assert started
+    os.kill(cut.pid, signal.SIGKILL)
+    cut.wait()
+    deadline = time.monotonic() + 150
+    while (left := [pid for pid in started if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in left:  # not to leave them to the rest of the suite
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "Ray processes outlived the killed run"
+    done = mas(*files(ray), "--executor", "ray", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    for name in SIDE_FILES:
+        assert (tmp_path / "local" / name).read_bytes() == (ray / name).read_bytes(), name
+
+
+def _descendants(root: int) -> set[int]:
+    """Every process ``root`` started, directly or not."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
