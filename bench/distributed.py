@@ -222,29 +222,30 @@ def report(rows: dict, args) -> int:
     )
     print(f"CPU per call over local, all processes: {(two['all'] - local['all']) * 1000:+.1f} ms; of it, pickling")
     print(f"a rollout's job and its result both ways: {trip / rollout_calls * 1000:.2f} ms per rollout call")
-    paper(two, trip / rollout_calls)
+    paper(two)
     ok = ratio >= GOAL
     print(f"\n{'PASS' if ok else 'FAIL'}  ray with 2 workers >= {GOAL}x local")
     return 0 if ok else 1
 
 
-def paper(row: dict, trip: float) -> None:
+def paper(row: dict) -> None:
     """8 machines x 16 workers on paper, from the CPU per call measured with 2 workers: what
-    the 128 workers could send, and what the one driver can take (it journals every rollout
-    and makes every learning call)."""
+    the 128 workers could send, and what the one driver can take (it journals every rollout,
+    serves the in-flight limit and makes every learning call)."""
     rollout_calls = row["report"].calls["rollout"].calls
     learning = row["calls"] - rollout_calls
     worker = row["cpu"]["workers"] / rollout_calls
     driver = row["cpu"]["this process"] / row["calls"]
-    workers = 8 * 16 / worker
-    print(f"\non paper, 8 machines x 16 workers (a core each): a worker spends {worker * 1000:.1f} ms of CPU per")
+    rates = {"the 128 workers": 8 * 16 / worker, "the driver": 1 / driver}
+    print("\non paper, 8 machines x 16 workers, a core each, from the CPU per call measured with 2 workers:")
     print(
-        f"rollout call, so 128 send up to {workers:,.0f} calls a second; the one driver spends {driver * 1000:.1f} ms"
+        f"  a worker spends {worker * 1000:.1f} ms per rollout call: the 128 send up to {rates['the 128 workers']:,.0f} calls/s"
     )
-    print(f"per call of the step ({learning} of the {row['calls']} are its learning calls), so it takes at most")
     print(
-        f"{1 / driver:,.0f} calls a second: {'the driver' if 1 / driver < workers else 'the workers'} would be the limit"
+        f"  the driver spends {driver * 1000:.1f} ms per call of the step ({learning} of its {row['calls']} calls are"
     )
+    print(f"  its learning calls): it takes up to {rates['the driver']:,.0f} calls/s")
+    print(f"  so about {min(rates.values()):,.0f} calls a second, held by {min(rates, key=rates.get)}")
 
 
 if __name__ == "__main__":

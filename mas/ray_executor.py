@@ -8,8 +8,8 @@ every learning stage and library write, under the run's lock. A rollout is the s
 it ran, so a run's journal, libraries and evidence are those of a local run with the same seed.
 
 **The in-flight limit holds for the endpoint as a whole**: one limit, adaptive or the fixed
-``--concurrency``, kept by one actor (``mas.ray_limit``) that every worker and this process
-(its learning calls) ask for a slot before each call, as the rollouts of one process share one.
+``--concurrency``, kept here and served to the workers (``mas.ray_limit``): every call, this
+process's learning calls and every worker's, takes a slot of it, as in one process.
 
 **Faults.** Each worker holds at most ``window`` rollouts at once. A worker that dies (its
 process killed, its machine gone) loses only those: each goes to another worker, up to
@@ -33,8 +33,8 @@ from mas.errors import UserError
 from mas.executor import RolloutJob
 from mas.journal import Journal
 from mas.meter import Meter
-from mas.models.limiter import MOST
-from mas.ray_limit import Keeper, Shared
+from mas.models.limiter import MOST, AdaptiveLimit
+from mas.ray_limit import Fixed, LimitServer
 from mas.ray_worker import Opener, RolloutWorker
 from mas.scenario import Scenario
 from mas.tools import isolation
@@ -66,7 +66,7 @@ def import_ray(*, local: bool) -> Any:
 class _Worker:
     actor: Any
     holder: str
-    """Its name at the limit's keeper."""
+    """Its name at the limit (``mas.ray_limit.LimitServer``)."""
     outstanding: int = 0
     alive: bool = True
     counts: EndpointCounts | None = None
@@ -125,7 +125,9 @@ class RayExecutor:
         if self.count > cpus:
             raise UserError(f"--workers {self.count}: the Ray cluster has {cpus} CPUs (a worker takes one)")
         self.window = self.window or 2 * (self.concurrency or MOST)
-        self._keeper = ray.remote(Keeper).options(num_cpus=0, max_concurrency=100_000).remote(self.concurrency)
+        host = "127.0.0.1" if self.address is None else ray.util.get_node_ip_address()
+        self.limit = LimitServer(self.concurrency, host)
+        await self.limit.start()
         env = {k: os.environ[k] for k in FORWARDED if k in os.environ}
         self._actor = ray.remote(RolloutWorker).options(
             num_cpus=1, max_concurrency=100_000, max_restarts=0, **({"runtime_env": {"env_vars": env}} if env else {})
@@ -146,7 +148,7 @@ class RayExecutor:
     def _new(self) -> _Worker:
         self._made += 1
         holder = f"worker-{self._made}"
-        return _Worker(self._actor.remote(self._scenario, self.opener, Shared(self._keeper, holder)), holder)
+        return _Worker(self._actor.remote(self._scenario, self.opener, self.limit.address, holder), holder)
 
     async def close(self) -> None:
         ray, self._heads = self._ray, {}
@@ -155,15 +157,16 @@ class RayExecutor:
             await asyncio.wait([asyncio.ensure_future(_awaited(w.actor.close.remote())) for w in live], timeout=10)
         for w in live:
             ray.kill(w.actor)
-        ray.kill(self._keeper)
+        if hasattr(self, "limit"):
+            await self.limit.close()
         if self._owned:
             ray.shutdown()
 
     # -- the executor
 
-    def learning_limit(self, concurrency: int | None) -> Shared:
+    def learning_limit(self, concurrency: int | None) -> AdaptiveLimit | Fixed:
         """The limit every worker shares (``concurrency`` is this executor's)."""
-        return Shared(self._keeper, "driver")
+        return self.limit.limit
 
     async def run(self, job: RolloutJob, *, journal: Journal | None, meter: Meter) -> Rollout:
         replies = journal.calls_of(job.key) if journal is not None else {}
@@ -233,7 +236,7 @@ class RayExecutor:
         """A worker died: its rollouts go elsewhere, and a new worker takes its place."""
         if worker.alive:
             worker.alive, self.lost = False, self.lost + 1
-            self._keeper.forget.remote(worker.holder)  # the slots its calls held
+            self.limit.drop(worker.holder)  # the slots its calls held go back
             self.workers.append(self._new())
 
 

@@ -1,7 +1,8 @@
 """A Ray worker: an actor that runs whole rollouts (``mas.ray_executor`` starts them).
 
 Each worker is a process of its own, with its own event loop, model client and start gate;
-its calls ask the endpoint's one in-flight limit for a slot (``mas.ray_limit``). It gets the scenario
+its calls take a slot of the endpoint's one in-flight limit, which the driver keeps
+(``mas.ray_limit``). It gets the scenario
 once, when it starts, and a ``RolloutJob`` per rollout, with everything that decides what
 the rollout computes already drawn by the driver; it returns the ``Rollout`` and the replies
 of the calls it made, which the driver journals. It writes nothing: no journal, no library.
@@ -53,12 +54,13 @@ class Recorder:
 
 
 class RolloutWorker:
-    """Runs rollouts of ``scenario`` with the client ``opener`` opens, under ``limit``: the
-    endpoint's one in-flight limit (``mas.ray_limit.Shared``)."""
+    """Runs rollouts of ``scenario`` with the client ``opener`` opens, under the endpoint's one
+    in-flight limit, which the driver serves at ``limit`` (``mas.ray_limit``); ``holder`` is
+    this worker's name there."""
 
-    def __init__(self, scenario: Scenario, opener: Opener, limit: Shared):
+    def __init__(self, scenario: Scenario, opener: Opener, limit: tuple[str, int, str], holder: str):
         logging.getLogger("autogen_core").setLevel(logging.CRITICAL)  # as the CLI does: failures are counted
-        self.scenario, self.opener, self.limit = scenario, opener, limit
+        self.scenario, self.opener, self.limit = scenario, opener, Shared(limit, holder)
         self.heads: dict[str, dict[str, Version]] = {}
         """The libraries of the jobs, by the id of the object the driver put them in."""
         self._local: Local | None = None
