@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import os
+import socket
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from mas.errors import UserError
 from mas.executor import RolloutJob
@@ -49,7 +52,8 @@ FORWARDED = (isolation.UNSAFE_ENV, "MAS_SANDBOX_CGROUP")
 
 def import_ray(*, local: bool) -> Any:
     """Ray, imported now; a ``UserError`` naming the extra when it is not installed. For a
-    ``local`` instance, Ray's addresses are the loopback one (the instance serves this machine)."""
+    ``local`` instance (started here, or joined on 127.0.0.1), Ray's addresses are the loopback
+    one: the instance serves this machine only."""
     if local:
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read at import; the subprocesses inherit it
         os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray's default for a new instance, said: no warning
@@ -110,8 +114,11 @@ class RayExecutor:
     # -- start, stop
 
     async def start(self) -> None:
-        ray = self._ray = import_ray(local=self.address is None)
+        local = self.address is None or _loopback(self.address)
+        ray = self._ray = import_ray(local=local)
         if not ray.is_initialized():
+            if self.address is not None:
+                _reachable(self.address)
             options = {"include_dashboard": False, "configure_logging": False, "log_to_driver": False}
             if self.address is None:  # "local": a new instance, whatever RAY_ADDRESS says
                 options["num_cpus"] = max(os.cpu_count() or 1, self.count or 1)
@@ -125,7 +132,7 @@ class RayExecutor:
         if self.count > cpus:
             raise UserError(f"--workers {self.count}: the Ray cluster has {cpus} CPUs (a worker takes one)")
         self.window = self.window or 2 * (self.concurrency or MOST)
-        host = "127.0.0.1" if self.address is None else ray.util.get_node_ip_address()
+        host = "127.0.0.1" if local else ray.util.get_node_ip_address()
         self.limit = LimitServer(self.concurrency, host)
         await self.limit.start()
         env = {k: os.environ[k] for k in FORWARDED if k in os.environ}
@@ -238,6 +245,36 @@ class RayExecutor:
             worker.alive, self.lost = False, self.lost + 1
             self.limit.drop(worker.holder)  # the slots its calls held go back
             self.workers.append(self._new())
+
+
+def _where(address: str) -> tuple[str | None, int | None]:
+    """The host and port of a Ray address (``10.0.0.5:6379``, ``ray://head:10001``)."""
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        return parts.hostname, parts.port
+    except ValueError:
+        return None, None
+
+
+def _loopback(address: str) -> bool:
+    """Whether ``address`` is on this machine's loopback: Ray must then use loopback addresses
+    throughout (left to itself, it reaches for the machine's own address, and waits forever)."""
+    host = _where(address)[0]
+    try:
+        return host == "localhost" or (host is not None and ipaddress.ip_address(host).is_loopback)
+    except ValueError:
+        return False
+
+
+def _reachable(address: str, seconds: float = 10.0) -> None:
+    """A ``UserError`` now when nothing answers at ``address`` (Ray itself would retry forever)."""
+    host, port = _where(address)
+    if host is None or port is None:
+        raise UserError(f"--ray-address {address}: expected HOST:PORT (what ray start --head prints)")
+    try:
+        socket.create_connection((host, port), timeout=seconds).close()
+    except OSError as exc:
+        raise UserError(f"--ray-address {address}: nothing answers there ({exc.strerror or exc})") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -51,15 +51,20 @@ class LimitServer:
         self.held: dict[str, int] = {}
         """Slots each worker holds, by its name."""
         self._writers: dict[str, asyncio.StreamWriter] = {}
+        self._serving: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, 0)
         self.address = (self.host, self._server.sockets[0].getsockname()[1], self.token)
 
     async def close(self) -> None:
+        """Stop serving; each connection's slots go back."""
         self._server.close()
         for writer in list(self._writers.values()):
             writer.close()
+        for task in list(self._serving):
+            task.cancel()
+        await asyncio.gather(*self._serving, return_exceptions=True)
 
     def drop(self, holder: str) -> None:
         """``holder`` died: close its connection, and the slots it held go back."""
@@ -67,6 +72,17 @@ class LimitServer:
             self._writers[holder].close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One worker's connection. It ends quietly however it ends (asyncio reports a handler
+        that ends cancelled as an error)."""
+        self._serving.add(task := asyncio.current_task())
+        try:
+            await self._messages(reader, writer)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._serving.discard(task)
+
+    async def _messages(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         token, _, holder = (await reader.readline()).decode().strip().partition(" ")
         if token != self.token or not holder:  # not one of ours
             writer.close()

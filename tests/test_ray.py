@@ -61,9 +61,9 @@ def test_a_run_on_ray_is_byte_for_byte_a_local_run(tmp_path):
         folder = tmp_path / where
         common = ["--model", "fake", "--library", str(folder / "lib.json"), *extra]
         done = mas("train", "maths", "--tasks", "8", "--epochs", "2", "--run-dir", str(folder / "run"), *common)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         done = mas("eval", "maths", "--tasks", "4", "--k", "2", "--run-dir", str(folder / "eval"), "--json", *common)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0 and not done.stderr, done.stderr
         (folder / "table.json").write_text(done.stdout)
     local, ray = tmp_path / "local", tmp_path / "ray"
     assert json.loads((local / "lib.json").read_text())  # lessons were learned: something to compare
@@ -153,17 +153,32 @@ def test_a_worker_that_cannot_reach_the_endpoint_fails_its_rollouts(ray_instance
 
 
 def test_ray_address_joins_a_running_cluster(ray_instance, tmp_path):
-    """``--ray-address``: ``mas eval`` joins this test's Ray instance (on 127.0.0.1), runs there,
-    and leaves it running."""
+    """``--ray-address``: ``mas eval`` joins this test's Ray instance (on 127.0.0.1, where Ray
+    left to itself reaches for the machine's address and waits forever), runs there, and leaves
+    it running. Nothing answering at the address is one line, at once."""
     address = ray_instance.get_runtime_context().gcs_address
     assert address.startswith("127.0.0.1:")
-    done = mas(
-        "eval", "maths", "--model", "fake", "--no-library", "--tasks", "2", "--run-dir", str(tmp_path / "eval"),
-        "--executor", "ray", "--ray-address", address, "--workers", "1", "--json",
-    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # as a new shell has it
+
+    def on(address: str, run: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", "from mas.cli.main import main; main()", "eval", "maths", "--model", "fake",
+             "--no-library", "--tasks", "2", "--run-dir", str(tmp_path / run), "--executor", "ray",
+             "--ray-address", address, "--workers", "1", "--json"],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+
+    done = on(address, "eval")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["k"] == 1
     assert ray_instance.is_initialized() and ray_instance.cluster_resources().get("CPU") == 2
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = on(f"127.0.0.1:{port}", "nowhere")
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"error: --ray-address 127.0.0.1:{port}: nothing answers there (Connection refused)"
+    ]
 
 
 def test_a_fixed_limit_holds_for_the_endpoint_across_workers(ray_instance, maths, tmp_path):
