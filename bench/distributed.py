@@ -2,7 +2,9 @@
 workers (``--executor ray``, 1 and 2 workers), side by side in one run, against a loopback
 endpoint with many slots (512, 2 s a reply) where one process is CPU-bound.
 
-Goal: ``ray`` with 2 workers >= 1.7x the calls per second of ``local`` on 2 cores. Reported per
+Goal: ``ray`` with 2 workers >= 1.7x the calls per second of ``local`` on 2 cores (with
+``--refuse``, an endpoint that answers 429 beyond its slots: <= 2% of requests answered 429
+with every executor, ``--workers 1,4`` say). Reported per
 executor: efficiency (the bound of the step's call dependencies, ``bound.py``, over the wall
 time), calls per second, and the CPU per model call of each kind of process (this one, the
 workers, Ray's own, the endpoint); the CPU a rollout's trip to a worker costs (pickling its job
@@ -43,7 +45,7 @@ from mas.ray_executor import EXTRA, RayExecutor, import_ray
 from mas.scenario import load_scenario
 from mas.train import train
 
-G, SLOTS, GOAL = 8, 512, 1.7
+G, SLOTS, GOAL, REFUSED = 8, 512, 1.7, 0.02
 ROOT = str(Path(__file__).resolve().parents[1])
 TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("this process", "workers", "Ray's own", "endpoint")
@@ -206,6 +208,10 @@ def report(rows: dict, args) -> int:
     learning = sum(c.calls for k, c in first.calls.items() if k != "rollout")
     print(f"(calls by stage: {', '.join(f'{k} {c.calls}' for k, c in first.calls.items())}; this process makes")
     print(f" the {learning} learning calls whatever the executor)")
+    if args.refuse:  # the limit's goal: refusals as rare with many workers as in one process
+        ok = all(row["refused"] <= REFUSED for row in rows.values())
+        print(f"\n{'PASS' if ok else 'FAIL'}  requests answered 429 <= {REFUSED:.0%} with every executor")
+        return 0 if ok else 1
     two = rows.get("ray, 2 workers")
     if two is None:
         return 0
