@@ -127,6 +127,13 @@ class RayExecutor:
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise UserError(f"--ray-address {self.address}: cannot join the Ray cluster ({exc})") from None
             self._owned = True
+        try:
+            await self._start_workers(ray, local)
+        except BaseException:  # what was started goes: the Ray instance, the workers, the limit
+            await self.close()
+            raise
+
+    async def _start_workers(self, ray, local: bool) -> None:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.count = self.count or max(1, cpus)
         if self.count > cpus:
@@ -159,6 +166,8 @@ class RayExecutor:
 
     async def close(self) -> None:
         ray, self._heads = self._ray, {}
+        if ray is None:
+            return
         live = [w for w in self.workers if w.alive]
         if live:
             await asyncio.wait([asyncio.ensure_future(_awaited(w.actor.close.remote())) for w in live], timeout=10)

@@ -261,3 +261,19 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_worker_that_cannot_open_its_client_stops_the_start(ray_instance, maths):
+    """The workers open their client as they start: a bad model is the driver's one-line error
+    then, not a failure of every rollout, and nothing the start made is left running."""
+    from mas.errors import UserError
+    from mas.ray_executor import RayExecutor
+
+    async def on_ray():
+        executor = RayExecutor(maths, functools.partial(open_client, "nonsense"), workers=2)
+        with pytest.raises(UserError, match="--model 'nonsense': expected"):
+            await executor.start()
+
+    asyncio.run(on_ray())
+    time.sleep(1)
+    assert ray_instance.available_resources().get("CPU") == 2  # the workers are gone: their CPUs are free
