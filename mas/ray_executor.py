@@ -180,6 +180,11 @@ class RayExecutor:
 
     # -- the executor
 
+    @property
+    def in_flight(self) -> int:
+        """Model calls in flight now, every worker's and this process's (for a progress bar)."""
+        return self.limit.limit.in_flight
+
     def learning_limit(self, concurrency: int | None) -> AdaptiveLimit | Fixed:
         """The limit every worker shares (``concurrency`` is this executor's)."""
         return self.limit.limit

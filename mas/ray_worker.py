@@ -2,10 +2,10 @@
 
 Each worker is a process of its own, with its own event loop, model client and start gate;
 its calls take a slot of the endpoint's one in-flight limit, which the driver keeps
-(``mas.ray_limit``). It gets the scenario
-once, when it starts, and a ``RolloutJob`` per rollout, with everything that decides what
-the rollout computes already drawn by the driver; it returns the ``Rollout`` and the replies
-of the calls it made, which the driver journals. It writes nothing: no journal, no library.
+(``mas.ray_limit``). It gets the scenario once, when it starts, and a ``RolloutJob`` per
+rollout, with everything that decides what the rollout computes already drawn by the
+driver; it returns the ``Rollout`` and the replies of the calls it made, which the driver
+journals. It writes nothing: no journal, no library.
 The ``python`` tool's sandbox runs here, on the worker that called it.
 
 This module imports no Ray: ``RolloutWorker`` is a plain class that ``mas.ray_executor``

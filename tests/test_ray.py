@@ -197,8 +197,10 @@ def test_a_fixed_limit_holds_for_the_endpoint_across_workers(ray_instance, maths
             ):
                 config = TrainConfig(tasks=4, group_size=4, concurrency=3)
                 store = LibraryStore(tmp_path / "lib.json")
-                return await train(maths, client=client, store=store, run_dir=tmp_path / "run", config=config,
+                done = await train(maths, client=client, store=store, run_dir=tmp_path / "run", config=config,
                                    executor=executor)  # fmt: skip
+                assert executor.in_flight == 0  # what the progress bar shows: every slot given back
+                return done
 
         result = asyncio.run(on_ray())
     assert result.steps[0].failed_rollouts == 0

@@ -138,7 +138,7 @@ def train_command(
         async with run.open(clients) as (client, learner), run.rollouts(clients, spec, config) as executor:
             counted = Counted(client)
             rollouts = config.epochs * len(spec.tasks[: config.tasks]) * config.group_size
-            with bars(err, show=wanted(err), client=counted) as bar:
+            with bars(err, show=wanted(err), client=executor or counted) as bar:  # Ray's: every worker's calls
                 job = bar.add_task("training", total=rollouts, unit="rollouts")
                 return await train(
                     spec, client=counted, store=store, run_dir=run_dir, config=config, model_name=clients.label,

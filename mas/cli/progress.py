@@ -25,7 +25,7 @@ def wanted(console: Console, *, as_json: bool = False) -> bool:
 
 
 class InFlight(ProgressColumn):
-    """The model calls in flight through a ``Counted`` client."""
+    """The model calls in flight through a ``Counted`` client (or a ``RayExecutor``'s workers)."""
 
     def __init__(self, client: Counted):
         super().__init__()
