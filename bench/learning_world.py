@@ -86,14 +86,14 @@ import hard_lessons
 from hard_world import HARD, JUDGES, HardWorld, Switches
 
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
-from mas.library import evidence, promotion
+from mas.library import evidence, hierarchy, promotion
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request, shown
 from mas.scenario import Scenario, load_role
 from mas.train import train
-from mas.types import GLOBAL, Lesson, PromotionMove, Task, Version
+from mas.types import GLOBAL, Effect, Lesson, PromotionMove, Task, Version
 
 ROLES = ("planner", "solver", "verifier")
 BASE = 0.1
@@ -465,8 +465,8 @@ class Outcome:
     """The epoch after which the planted harmful lesson had left the solver's library (1-based)."""
     judging: float = 0.0
     """Equivalence judgements (model calls) per training step, with the promotion passes'."""
-    reachable: dict[float, int] = field(default_factory=dict)
-    """Level -> planted cross-role lessons that one test at that level, on the evidence the
+    reachable: dict[str, int] = field(default_factory=dict)
+    """Test -> planted cross-role lessons that one test at that level, on the evidence the
     run gathered and knowing every twin, would have found helping each of their roles."""
     cross: frozenset[str] = frozenset()
     """The world's cross-role lessons (the hard world's from its own truth at the end)."""
@@ -587,22 +587,21 @@ def _bad_merges(store: LibraryStore, moves: list[PromotionMove], key) -> int:
     )
 
 
-LEVELS = (evidence.spent(0.05, 3), 0.05)
-"""The levels of the reachable bound: that of mas's third look (alpha spent across three
-looks), and all of alpha at one look."""
+REACHABLE = ("e-value", "one t test")
+"""The tests of the reachable bound: mas's own (the e-value reaching 1/alpha), and a single
+t test at the end with all of alpha (0.05, one-sided) spent on it."""
 
 
-def reachable(world: World, store: LibraryStore, levels: tuple[float, ...] = LEVELS) -> dict[float, int]:
+def reachable(world: World, store: LibraryStore) -> dict[str, int]:
     """How many planted cross-role lessons the run's own randomized evidence shows helping
-    every one of their roles, by one test at each level with the world's knowledge of twins
-    (every paraphrase of a lesson, in any library, counted as one treatment), after the run.
+    every one of their roles, with the world's knowledge of twins (every paraphrase of a
+    lesson, in any library, counted as one treatment), after the run: by mas's own test, and
+    by one t test at the end at 0.05.
 
-    It is what mas's estimate, tested once at the end of the run, could show with the data the
-    run gathered; mas tests it at three looks, the third at ``LEVELS[0]``, and must find the
-    twins itself. A lesson this test misses at 0.05, all of alpha at one look, is one that no
-    single test of this estimate at mas's alpha could promote from these data. (An early look
-    can still pass a lesson whose effect the later, fuller libraries wear down, so the bound
-    holds on average, not seed by seed.)"""
+    It is what mas's evidence could show with the data the run gathered, had it found every
+    twin itself. A lesson the t test misses is one that no single test of this estimate at
+    0.05 could promote from these data. (An early look can still pass a lesson whose effect the
+    later, fuller libraries wear down, so the bound holds on average, not seed by seed.)"""
     twins = {}
     for library in store.libraries():
         for lesson in (l for version in store.versions(library) for l in version.lessons):
@@ -610,17 +609,61 @@ def reachable(world: World, store: LibraryStore, levels: tuple[float, ...] = LEV
             if key in CROSS_ROLE and not negated:
                 twins[lesson.id] = key
     tallies = evidence.contrasts(SideFiles(store.path).usage, classes=twins)  # a defaultdict
-    least = PromotionPolicy().min_tasks
+    policy = PromotionPolicy()
 
-    def helps(role: str, key: str, level: float) -> bool:
-        e = evidence.effect_of(role, key, tallies[(role, key)], level)
-        return e.tasks >= least and e.lcb > 0
+    def helps(role: str, key: str, test: str) -> bool:
+        e = evidence.effect_of(role, key, tallies[(role, key)], 0.05)
+        return promotion.helps(e, policy) if test == REACHABLE[0] else e.tasks >= policy.min_tasks and e.lcb > 0
 
     cross = [p for p in PLANTED if p.key in CROSS_ROLE]
     return {
-        level: sum(all(helps(role, p.key, level) for role, v in p.effect.items() if v > 0) for p in cross)
-        for level in levels
+        test: sum(all(helps(role, p.key, test) for role, v in p.effect.items() if v > 0) for p in cross)
+        for test in REACHABLE
     }
+
+
+def coverage(world: World, store: LibraryStore, questions: dict[str, str]) -> list[tuple[Effect, float]]:
+    """Each (role, lesson) estimate of the run's end with at least five tasks, beside the
+    world's exact truth for it: in every group where its showing to the role was randomized,
+    the mean over the group's rollouts of the chance of success with the lesson (and its twins)
+    in the role's prompt minus that without, the groups weighed as the estimate weighs them
+    (n_shown * n_hidden / n). ``questions`` maps a task id to its question."""
+    policy = PromotionPolicy()
+    lineage, twins = hierarchy.lineage(store), hierarchy.classes(store, policy)
+    texts = {l.id: l.text for name in store.libraries() for v in store.versions(name) for l in v.lessons}
+    unit = lambda lesson: twins.get(evidence._current(lesson, lineage), evidence._current(lesson, lineage))  # noqa: E731
+    members: dict[str, set[str]] = {}
+    for lesson in texts:
+        members.setdefault(unit(lesson), set()).add(texts[lesson])
+    truth: dict[tuple[str, str], list[float]] = {}
+    for _, step in SideFiles(store.path).usage.steps():
+        rollouts: dict[tuple, dict[str, list[str]]] = {}
+        groups: dict[tuple, list] = {}
+        for e in step:
+            rollouts.setdefault((e.task_id, e.rollout), {})[e.role] = [texts[i] for i in e.shown if i in texts]
+            if e.randomized:
+                groups.setdefault((e.task_id, e.role), []).append(e)
+        for (task, role), events in groups.items():
+            for u in {unit(i) for i in events[0].randomized}:
+                shown = sum(any(unit(i) == u for i in e.shown) for e in events)
+                if not 0 < shown < len(events):
+                    continue
+                gaps = []
+                for e in events:
+                    prompts = rollouts[(task, e.rollout)]
+                    without = [t for t in prompts[role] if t not in members[u]]
+                    on = world.success(questions[task], {**prompts, role: without + sorted(members[u])})
+                    gaps.append(on - world.success(questions[task], {**prompts, role: without}))
+                weight = shown * (len(events) - shown) / len(events)
+                sums = truth.setdefault((role, u), [0.0, 0.0])
+                sums[0] += weight * sum(gaps) / len(gaps)
+                sums[1] += weight
+    estimates = evidence.estimate(SideFiles(store.path).usage, lineage=lineage, classes=twins)
+    return [
+        (estimates[key], total / weight)
+        for key, (total, weight) in truth.items()
+        if key in estimates and estimates[key].tasks >= 5
+    ]
 
 
 def _harmful_gone(store: LibraryStore) -> int | None:
@@ -691,8 +734,8 @@ def summarize(outcomes: list[Outcome], nulls: list[Outcome], old: bool) -> dict:
         "promoted": len(promoted),
         "judging": statistics.fmean(o.judging for o in outcomes + nulls),
         "reachable": {
-            level: statistics.fmean(o.reachable[level] / len(o.cross) for o in outcomes)
-            for level in (() if old or not outcomes[0].reachable else LEVELS)
+            test: statistics.fmean(o.reachable[test] / len(o.cross) for o in outcomes)
+            for test in (() if old or not outcomes[0].reachable else REACHABLE)
         },
         "seeds": len(outcomes),
     }
@@ -755,8 +798,8 @@ def main() -> int:
     print("recall reachable with each run's own evidence (its estimate tested once, at the end, knowing every twin):")
     for label, row in table.items():
         if row["reachable"]:
-            levels = ", ".join(f"{share:.2f} at level {level:.2f}" for level, share in row["reachable"].items())
-            print(f"  {label:<18} {levels}")
+            tests = ", ".join(f"{share:.2f} by {test}" for test, share in row["reachable"].items())
+            print(f"  {label:<18} {tests}")
     mine = table[ARMS[0].label]
     goals = [
         ("share of achievable gain >= 0.8", mine["share"] >= 0.8),

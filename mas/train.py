@@ -174,10 +174,9 @@ async def _step(
     pending.settle(store)  # review decisions taken since the last step: this step sees them
     before = _endpoints(client, learner)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
-    # A lesson counts as established only by the bound the next promotion pass will use.
     judged = hierarchy.judge(store, config.promotion)
     twins = hierarchy.classes(store, config.promotion, judged)
-    known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1, twins=twins)
+    known = hierarchy.effects(store, config.promotion, twins=twins)
     same = judged.known_same
     ctx = stages.Context(
         scenario,

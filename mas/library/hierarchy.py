@@ -52,11 +52,6 @@ def lineage(store: LibraryStore) -> dict[str, str]:
     return promotion.lineage(list(SideFiles(store.path).promotions.items()))
 
 
-def looks(store: LibraryStore) -> int:
-    """Promotion passes so far (every pass is logged, with or without moves)."""
-    return sum(1 for _ in SideFiles(store.path).promotions.steps())
-
-
 def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
     """The equivalence judgements made so far, without a model (for planning a step)."""
     return Judge(SideFiles(store.path).equivalence, client=None, overlap=policy.overlap)
@@ -70,15 +65,12 @@ def classes(store: LibraryStore, policy: PromotionPolicy, judged: Judge | None =
 
 
 def effects(
-    store: LibraryStore, policy: PromotionPolicy, *, look: int = 1, twins: dict[str, str] | None = None
+    store: LibraryStore, policy: PromotionPolicy, *, twins: dict[str, str] | None = None
 ) -> dict[tuple[str, str], Effect]:
-    """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``,
-    a class of twins counted as one lesson (``twins``: ``classes()`` when not given)."""
-    events = SideFiles(store.path).usage
+    """The randomized evidence so far, per (role, lesson), a class of twins counted as one
+    lesson (``twins``: ``classes()`` when not given)."""
     twins = classes(store, policy) if twins is None else twins
-    return evidence.estimate(
-        events, lineage=lineage(store), classes=twins, alpha=policy.alpha, look=look, horizon=policy.horizon
-    )
+    return evidence.estimate(SideFiles(store.path).usage, lineage=lineage(store), classes=twins)
 
 
 async def judge_new(
@@ -179,7 +171,7 @@ async def promote(
     judged yet; without it they count as different); log the pass with its evidence in
     ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``."""
     if dry_run:
-        return await _plan(store, policy, client=None, seed=seed, temperature=temperature, meter=meter)
+        return await _plan(store, policy, client=None, seed=seed, temperature=temperature, meter=meter, dry_run=True)
     with store.exclusive():  # the library is held for the whole pass
         stamp = provenance.model_copy(update={"stage": "promotion"})
         side = SideFiles(store.path)
@@ -199,9 +191,9 @@ async def promote(
 
 
 async def _plan(
-    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter
+    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter, dry_run: bool = False
 ) -> list[PromotionMove]:
-    """Merges within libraries, then promotions and demotions, at the level of the next look."""
+    """Merges within libraries, then promotions and demotions."""
     side = SideFiles(store.path)
     heads = store.heads()
     judge = Judge(
@@ -209,12 +201,16 @@ async def _plan(
     )  # fmt: skip
     known = lineage(store)
     await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
+    texts = {l.id: l.text for name in store.libraries() for v in store.versions(name) for l in v.lessons}
+    past = list(side.promotions.items())
+    undone = promotion.splits(heads, evidence.contrasts(side.usage), past, texts, policy, judge.known_same)
+    for move in undone:  # the rollouts overrule the judge, from this pass on
+        judge.overrule(move.text, texts[move.lessons[1]], move.reason, keep=not dry_run)
     tallies = evidence.contrasts(side.usage, known, classes(store, policy, judge))
-    moves = promotion.merges(heads, tallies, policy, judge.known_same)
+    moves = undone + promotion.merges(heads, tallies, policy, judge.known_same)
     merged = {i for m in moves for i in m.lessons}
     kept = {
         name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
         for name, v in heads.items()
     }
-    level = evidence.spent(policy.alpha, looks(store) + 1, policy.horizon)
-    return moves + promotion.plan(kept, tallies, policy, level=level, same=judge.known_same)
+    return moves + promotion.plan(kept, tallies, policy, same=judge.known_same)

@@ -30,7 +30,7 @@ def export(store, fmt: str, *, tasks: bool = True) -> tuple[str, nx.DiGraph]:
 
     side = SideFiles(store.path)
     graph = usage_graph.build(
-        hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
+        hierarchy.effects(store, PromotionPolicy()),
         store.heads(),
         history=[v for name in store.libraries() for v in store.versions(name)],
         moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
