@@ -226,7 +226,7 @@ async def _step(
     if promote:
         moves = await hierarchy.promote(
             store, config.promotion, provenance, budget=config.budget, client=learner, seed=config.seed,
-            temperature=config.learning_temperature, meter=meter,
+            temperature=config.learning_temperature, meter=meter, roles=scenario.role_names,
         )  # fmt: skip
     rewards = [reward for group in groups for reward in group.rewards]
     stage_cost = stage_costs(meter.snapshot(), price)

@@ -1077,7 +1077,9 @@ def _resumable_run(tmp_path, capsys, monkeypatch) -> tuple[list, Path, list[dict
 def test_a_bad_exposure_record_in_the_journal_is_named_by_its_line(damage, message, tmp_path, capsys, monkeypatch):
     args, journal, records = _resumable_run(tmp_path, capsys, monkeypatch)
     number, record = next(
-        (i, r) for i, r in enumerate(records) if r["kind"] == "rollout" and any(t["chance"] for t in r["data"]["traces"])
+        (i, r)
+        for i, r in enumerate(records)
+        if r["kind"] == "rollout" and any(t["chance"] for t in r["data"]["traces"])
     )
     trace = next(t for t in record["data"]["traces"] if t["chance"])
     damage(trace, trace["randomized"][0])
@@ -1090,7 +1092,9 @@ def test_a_bad_exposure_record_in_the_usage_log_is_named_by_its_line(tmp_path, c
     args, _, _ = _resumable_run(tmp_path, capsys, monkeypatch)
     usage = tmp_path / "lib.usage.jsonl"
     lines = usage.read_text().splitlines()
-    number, step = next((i, json.loads(l)) for i, l in enumerate(lines) if any(e["chance"] for e in json.loads(l)["items"]))
+    number, step = next(
+        (i, json.loads(l)) for i, l in enumerate(lines) if any(e["chance"] for e in json.loads(l)["items"])
+    )
     event = next(e for e in step["items"] if e["chance"])
     event["chance"][event["randomized"][0]] = -0.2
     lines[number] = json.dumps(step)

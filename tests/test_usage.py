@@ -324,7 +324,8 @@ def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
     effects = {("solver", "solver/0001"): effect("solver", "solver/0001", 0.2)}  # established
     trial = Lesson(id="planner/0001", text="A planner's lesson on trial.")
     plans = [
-        exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0), promotion=PromotionPolicy(),
+        exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0),
+                      promotion=PromotionPolicy(),
                       group_size=5, key=(0, "e0/s0", f"t{i}"))
         for i in range(50)
     ]  # fmt: skip
@@ -334,10 +335,12 @@ def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
         trials = [bool(p.trials) for p in plan]
         assert 0 < sum(hidden) < 5 and 0 < sum(trials) < 5  # every group gives a contrast
         assert all("solver/0001" not in p.hidden for p in plan)
-    again = exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0), promotion=PromotionPolicy(),
+    again = exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0),
+                      promotion=PromotionPolicy(),
                           group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
     assert again == plans[0]  # seeded: a resumed run makes the same choices
-    retested = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=1.0), promotion=PromotionPolicy(),
+    retested = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=1.0),
+                             promotion=PromotionPolicy(),
                              group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
     assert "solver/0001" in retested[0].randomized
 
@@ -352,7 +355,8 @@ def test_retests_in_a_step_are_nested_so_every_group_shows_its_stable_lessons_in
     for step in range(200):
         orders, stables = [], set()
         for task in range(8):
-            plan = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=0.3), promotion=PromotionPolicy(),
+            plan = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=0.3),
+                                 promotion=PromotionPolicy(),
                                  group_size=5, key=(0, f"e0/s{step}", f"t{task}"))  # fmt: skip
             orders.append(plan[0].stable + plan[0].randomized)  # the order the prompt shows them in
             stables.add(plan[0].stable)

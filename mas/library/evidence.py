@@ -21,8 +21,9 @@ the sharp null that showing the lesson changes no reward.)
 
 Betting spends evidence differently from a t test: what early groups showed is kept, where an
 estimate pooled over the run is worn down when a later, fuller library leaves a lesson less to
-add. On the learning world's runs at equal false-positive rates the two find about as many
-lessons (bench/README.md), but the bettor may look after every step.
+add. On the same runs of the learning world (bench/README.md), at equal rates of false passes
+(about 2% of the (role, lesson) pairs that do nothing), the bettor checked after every group
+passed 53% of the planted helpful pairs, one t test at the end of the run 49%.
 
 **The estimate** is least squares of the reward on the lesson's indicator, centred within each
 group (a fixed effect per group): each group's contrast weighs by the spread of its exposure,

@@ -165,13 +165,16 @@ async def promote(
     temperature: float = 0.0,
     meter: Meter | None = None,
     dry_run: bool = False,
+    roles: list[str] | None = None,
 ) -> list[PromotionMove]:
-    """One promotion pass: merges, promotions and demotions from all the randomized evidence
+    """One promotion pass (``roles``: the team's): merges, promotions and demotions from all the randomized evidence
     so far, judging near-duplicates by meaning (``client`` asks the model about pairs not
     judged yet; without it they count as different); log the pass with its evidence in
     ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``."""
     if dry_run:
-        return await _plan(store, policy, client=None, seed=seed, temperature=temperature, meter=meter, dry_run=True)
+        return await _plan(
+            store, policy, client=None, seed=seed, temperature=temperature, meter=meter, dry_run=True, roles=roles
+        )
     with store.exclusive():  # the library is held for the whole pass
         stamp = provenance.model_copy(update={"stage": "promotion"})
         side = SideFiles(store.path)
@@ -182,7 +185,7 @@ async def promote(
                 store.commit(promotion.execute(logged, store.heads(), provenance=stamp)[0])
             return logged
         heads = store.heads()
-        moves = await _plan(store, policy, client=client, seed=seed, temperature=temperature, meter=meter)
+        moves = await _plan(store, policy, client=client, seed=seed, temperature=temperature, meter=meter, roles=roles)
         versions, moves = promotion.execute(moves, heads, provenance=stamp)
         side.promotions.append(key, moves)  # logged first, keyed by the step: see above
         store.commit(versions)
@@ -191,7 +194,7 @@ async def promote(
 
 
 async def _plan(
-    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter, dry_run: bool = False
+    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter, dry_run=False, roles=None
 ) -> list[PromotionMove]:
     """Merges within libraries, then promotions and demotions."""
     side = SideFiles(store.path)
@@ -213,4 +216,4 @@ async def _plan(
         name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
         for name, v in heads.items()
     }
-    return moves + promotion.plan(kept, tallies, policy, same=judge.known_same)
+    return moves + promotion.plan(kept, tallies, policy, same=judge.known_same, roles=roles)

@@ -33,10 +33,17 @@ Same = Callable[[Lesson, Lesson], bool]
 
 
 def plan(
-    heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, *, same: Same
+    heads: dict[str, Version],
+    tallies: dict[tuple[str, str], Tally],
+    policy: PromotionPolicy,
+    *,
+    same: Same,
+    roles: list[str] | None = None,
 ) -> list[PromotionMove]:
-    """The moves the evidence justifies now."""
-    roles = sorted({v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies})
+    """The moves the evidence justifies now. ``roles``: the team's (else the roles with a
+    library or with evidence; a role not counted could not stop a demotion)."""
+    known = {v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies}
+    roles = sorted(known | set(roles or ()))
     return _promotions(heads, tallies, policy, same, roles) + _demotions(heads, tallies, policy, roles)
 
 
