@@ -83,9 +83,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hard_lessons
+import today_rule
 from hard_world import HARD, JUDGES, HardWorld, Switches
 
-from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
+from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig, ablated
 from mas.library import evidence, hierarchy, promotion
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
@@ -485,12 +486,15 @@ def run(
     epochs: int = 3,
     group_size: int = 5,
     hard: Switches | None = None,
+    settings: dict | None = None,
 ) -> Outcome:
-    """One seed of today's world, or of the hard world (``bench/hard_world.py``) with ``hard``'s switches."""
+    """One seed of today's world, or of the hard world (``bench/hard_world.py``) with ``hard``'s
+    switches; ``settings``: changes to mas's training settings (``mas.config.ablated``)."""
+    config = ablated(TrainConfig(epochs=epochs, seed=seed, group_size=group_size), settings or {})
     with tempfile.TemporaryDirectory(prefix="world-") as folder:
         if hard is not None:
-            return _run_hard(Path(folder), seed, replace(hard, null=null), tasks, epochs, group_size)
-        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs, group_size=group_size)
+            return _run_hard(Path(folder), seed, replace(hard, null=null), tasks, config)
+        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, config=config)
 
 
 def _start(folder: Path, text: str) -> LibraryStore:
@@ -500,12 +504,11 @@ def _start(folder: Path, text: str) -> LibraryStore:
     return store
 
 
-def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int, group_size: int) -> Outcome:
+def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, config: TrainConfig) -> Outcome:
     world = World(seed, null=null)
     train_scenario = scenario(world, tasks, seed=seed)
     held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
     store = _start(folder, HARMFUL.texts[0])
-    config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
     if old:
         config = config.model_copy(
             update={"exposure": ExposurePolicy(off=True), "promotion": PromotionPolicy(cadence="off")}
@@ -545,14 +548,13 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     )
 
 
-def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, epochs: int, group_size: int) -> Outcome:
-    """One seed of the hard world at mas's defaults; its truth is the world's own."""
-    world = HardWorld(seed, switches, epochs=epochs, group_size=group_size)
+def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: TrainConfig) -> Outcome:
+    """One seed of the hard world; its truth is the world's own."""
+    world = HardWorld(seed, switches, epochs=config.epochs, group_size=config.group_size)
     rows = [Task(id=i, question=q, answer=a) for i, q, a in world.make_tasks(tasks, seed=seed)]
     held = [q for _, q, _ in world.make_tasks(200, seed=seed + 10_000, prefix="h")]
     train_scenario = Scenario("world", [load_role(r) for r in ROLES], rows, "numeric", test_tasks=[])
     store = _start(folder, hard_lessons.HARMFUL.texts[0])
-    config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
     client = FakeClient(world.respond, record=False)
     result = asyncio.run(train(train_scenario, client=client, store=store, run_dir=folder / "run", config=config))
     judging = sum(s.calls["equivalence"].calls for s in result.steps if "equivalence" in s.calls) / len(result.steps)
@@ -685,9 +687,20 @@ class Arm(NamedTuple):
     """The hard world's switches (``bench/hard_world.py``); None: today's world."""
     seeds: int | None = None
     """Planted seeds of this arm, when not the run's default."""
+    variant: str = ""
+    """A name of ``VARIANTS``: settings that differ from mas's defaults."""
 
 
 ARMS = [Arm("randomized (mas)"), Arm("old rule", old=True)]
+VARIANTS: dict[str, dict] = {
+    "e-values, settled to all": {"exposure": {"retest": 0.3, "trials": 3}, "promotion": {"max_tasks": 100}},
+    "e-values, all at 1/2": {"exposure": {"trials": 3}, "promotion": {"max_tasks": 100}},
+    "e-values, all at 1/2, 8 trials": {"promotion": {"max_tasks": 100}},
+}
+"""The variants tried for issue 26 (``--variants``), each as its changes to mas's settings
+(``mas.config.ablated``), in the order they were tried: e-values checked after every step with
+settled lessons shown to all in 70% of the groups and 3 transfer trials; every lesson kept at
+one half; 8 trials; and mas's defaults (idle lessons pruned after 20 tasks)."""
 MORE_DATA = [Arm("mas, 80 tasks", tasks=80), Arm("mas, groups of 8", group_size=8)]
 """What more data buys, at the same settings otherwise (``--more-data``): twice the tasks an
 epoch, or groups of 8 rollouts instead of 5."""
@@ -698,7 +711,8 @@ FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
 
 def _job(job: tuple[Arm, int, bool]) -> Outcome:
     arm, seed, null = job
-    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard)
+    settings = VARIANTS.get(arm.variant, {})
+    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard, settings=settings)
 
 
 def hard_arms(args: argparse.Namespace) -> list[Arm]:
@@ -747,13 +761,17 @@ def print_table(table: dict[str, dict]) -> None:
         f" {'harmful gone by epoch':>22} {'seeds w/ harm left':>19} {'bad merges left':>16} {'judge calls/step':>17}"
     )
     for label, row in table.items():
+        if isinstance(row, str):  # a row that could not run, and why
+            print(f"{label:<24} {row}")
+            continue
         harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
         recall = f"{row['recall']:.2f} +- {row['se']:.2f}"
         null = f"{row['null']}/{row['nulls']} ({row['null'] / row['nulls']:.0%})"
-        left = f"{row['left']}/{row['seeds']}"
+        left = f"{row['left']}/{row['seeds']}" if "left" in row else "n/a"
+        judging = f"{row['judging']:.1f}" if "judging" in row else "n/a"
         print(
             f"{label:<24} {row['seeds']:>5} {row['share']:>6.2f} {row['precision']:>10.2f} {recall:>12} {null:>24}"
-            f" {harmful:>22} {left:>19} {row['merges']:>16} {row['judging']:>17.1f}"
+            f" {harmful:>22} {left:>19} {row.get('merges', 'n/a'):>16} {judging:>17}"
         )
 
 
@@ -762,6 +780,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 24 and 20")
     parser.add_argument("--more-data", action="store_true", help="also mas with 80 tasks, and with groups of 8")
     parser.add_argument("--workers", type=int, default=CORES, help="runs in parallel (one seed each)")
+    parser.add_argument("--variants", action="store_true", help="also the variants of mas tried for issue 26")
+    parser.add_argument("--no-today", action="store_true", help=f"leave out today's rule (commit {today_rule.TODAY})")
     hard = parser.add_argument_group("the hard world (bench/hard_world.py), beside today's (mas only, no old rule)")
     hard.add_argument("--hard", action="store_true", help="every feature on, one row per judge error")
     for feature in FEATURES:
@@ -774,14 +794,19 @@ def main() -> int:
     extra = hard_arms(args)
     if args.quick:
         extra = [a._replace(seeds=min(a.seeds or 4, 4)) for a in extra]
-    arms = ([ARMS[0]] if extra else ARMS) + (MORE_DATA if args.more_data else []) + extra
+    variants = [Arm(name, variant=name) for name in VARIANTS] if args.variants else []
+    arms = variants + ([ARMS[0]] if extra else ARMS) + (MORE_DATA if args.more_data else []) + extra
     started = time.perf_counter()
     seeds = {arm: range(arm.seeds) if arm.seeds else planted_seeds for arm in arms}
     jobs = [(arm, s, False) for arm in arms for s in seeds[arm]]
     jobs += [(arm, 100 + s, True) for arm in arms for s in null_seeds]
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
         results = dict(zip(jobs, pool.map(_job, jobs), strict=True))
-    table = {
+    table: dict[str, dict | str] = {}
+    if not args.no_today:  # the first row: the rule before issue 26, run from the history
+        label = f"today's rule ({today_rule.TODAY})"
+        table[label] = today_rule.row(len(planted_seeds), len(null_seeds), max(args.workers, 1), frozenset(CROSS_ROLE))
+    table |= {
         arm.label: summarize(
             [results[(arm, s, False)] for s in seeds[arm]], [results[(arm, 100 + s, True)] for s in null_seeds], arm.old
         )
@@ -797,7 +822,7 @@ def main() -> int:
     print_table(table)
     print("recall reachable with each run's own evidence (its estimate tested once, at the end, knowing every twin):")
     for label, row in table.items():
-        if row["reachable"]:
+        if isinstance(row, dict) and row.get("reachable"):
             tests = ", ".join(f"{share:.2f} by {test}" for test, share in row["reachable"].items())
             print(f"  {label:<18} {tests}")
     mine = table[ARMS[0].label]
