@@ -144,6 +144,7 @@ async def _train(
                     price,
                     promote,
                     on_rollout,
+                    last=epoch == config.epochs - 1 and step == steps_per_epoch - 1,
                 )
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
@@ -165,6 +166,8 @@ async def _step(
     price: Price,
     promote: bool,
     on_rollout,
+    *,
+    last: bool = False,
 ) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
@@ -220,7 +223,7 @@ async def _step(
             store, config.promotion, client=learner, seed=config.seed, temperature=config.learning_temperature,
             meter=meter,
         )  # fmt: skip
-    pruned = hierarchy.prune(store, config.promotion, provenance)
+    pruned = hierarchy.prune(store, config.promotion, provenance, last=last)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []
     if promote:

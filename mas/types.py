@@ -531,21 +531,20 @@ class PromotionMove(Frozen):
     """One change of the hierarchy, with the evidence that justified it: a promotion to the
     global library, a demotion back to the roles it still helps, a lesson pruned because its
     evidence no longer supports it, one merged into a lesson of its library that says the same
-    thing, or a merge split again because the evidence of its parts disagrees."""
+    thing, or two lessons the judge called the same that their own evidence tells apart."""
 
     schema_version: int = 2
     kind: Literal["promote", "demote", "prune", "merge", "split"]
     text: str
     lessons: list[str]
     """The lesson ids moved: the lesson promoted and the equivalent private lessons merged into
-    it, the global lesson demoted, the lesson pruned, or the two lessons split apart (the one
-    that comes back first)."""
+    it, the global lesson demoted, the lesson pruned, or the two lessons judged the same that
+    their evidence splits apart (the one that did worse first)."""
     evidence: list[Effect]
     roles: list[str] = []
     """Roles helped (promotion) or roles the lesson goes back to (demotion)."""
     into: str | None = None
-    """The id the lesson got in its new library (promotion, demotion; a split lesson that had
-    been deleted by the merge, back in its library)."""
+    """The id the lesson got in its new library (promotion, demotion)."""
     reason: str = ""
 
     @model_validator(mode="before")

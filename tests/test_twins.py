@@ -339,33 +339,29 @@ def test_a_judge_that_tells_them_apart_is_believed_until_it_stops(tmp_path):
     assert not judge.trusted and not judge.known_same(PARAPHRASES[0], PARAPHRASES[1])
 
 
-def test_a_merge_whose_parts_evidence_disagrees_is_split_again(tmp_path):
-    """The judge merged "compute mentally" into "reread the question". In the rollouts before
-    the merge the first was shown at random and helped; the lesson it was merged into does not.
-    The pass brings it back into its library, logs why, and the judge is overruled for the pair."""
-    from mas.types import Budget, PromotionMove
+def test_twins_whose_own_evidence_disagrees_are_split_not_merged(tmp_path):
+    """The judge called "compute mentally" the same as "reread the question". In the rollouts
+    before, where each was drawn on its own, the first helped and the second did nothing: the
+    pass splits the pair instead of merging it, logs why, and the judge is overruled for it."""
+    from mas.types import Budget
 
     reread = Lesson(id="solver/0001", text="Reread the question before the final answer.")
     mental = Lesson(id="solver/0002", text="Compute small products mentally before answering.")
     store = LibraryStore(tmp_path / "lib.json")
     store.commit([Version(library="solver", number=1, next_id=3, lessons=[reread, mental])])
-    store.commit([Version(library="solver", number=2, next_id=3, lessons=[reread])])  # mental: merged away
     rng = random.Random(2)
     events = []
-    for task in range(12):
+    for task in range(20):
         for lesson, effect in ((mental, 0.5), (reread, 0.0)):
             shown = set(rng.sample(range(5), 2))
             events += [
-                UsageEvent(run="r", epoch=0, step=0 if lesson is mental else 1, task_id=f"{lesson.id}{task}", rollout=i,
-                           role="solver", shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
+                UsageEvent(run="r", epoch=0, step=0, task_id=f"{lesson.id}{task}", rollout=i, role="solver",
+                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
                            reward=float(rng.random() < 0.3 + (effect if i in shown else 0)), advantage=0.0)
                 for i in range(5)
             ]  # fmt: skip
     side = SideFiles(store.path)
-    side.usage.append(StepKey("r", 0, 0), [e for e in events if e.step == 0])
-    side.usage.append(StepKey("r", 0, 1), [e for e in events if e.step == 1])
-    merge = PromotionMove(kind="merge", text=mental.text, lessons=[mental.id], evidence=[], into=reread.id)
-    side.promotions.append(StepKey("r", 0, 0), [merge])
+    side.usage.append(StepKey("r", 0, 0), events)
     judged = Judge(side.equivalence, client=None, overlap=0.3)
     for _ in range(2):  # a judge that told lessons from their negations, and called these two the same
         judged._append("canary", reread.text, "Never reread.", Equivalence(reason="x", same=False))
@@ -375,16 +371,15 @@ def test_a_merge_whose_parts_evidence_disagrees_is_split_again(tmp_path):
     stamp = Provenance(run="p", epoch=0, step=0)
     before = sorted((p.name, p.read_bytes()) for p in tmp_path.iterdir())
     planned = asyncio.run(hierarchy.promote(store, PromotionPolicy(), stamp, budget=Budget(), dry_run=True))
-    assert [m.kind for m in planned] == ["split"] and planned[0].lessons == [mental.id, reread.id]
+    assert [m.kind for m in planned] == ["split"] and planned[0].lessons == [reread.id, mental.id]
     assert sorted((p.name, p.read_bytes()) for p in tmp_path.iterdir()) == before  # a dry run writes nothing
 
     moves = asyncio.run(hierarchy.promote(store, PromotionPolicy(), stamp, budget=Budget()))
     split = next(m for m in moves if m.kind == "split")
-    assert split.evidence[0].effect > split.evidence[1].effect and split.into
-    assert mental.text in [l.text for l in store.head("solver").lessons]
-    assert hierarchy.lineage(store)[mental.id] == split.into  # its own evidence comes back with it
+    assert split.evidence[0].effect < split.evidence[1].effect
+    assert not any(m.kind == "merge" for m in moves)  # without the split, the judge's "same" merges them
+    assert {l.id for l in store.head("solver").lessons} == {reread.id, mental.id}
     assert not Judge(side.equivalence, client=None, overlap=0.3).known_same(mental, reread)
-    again = asyncio.run(
-        hierarchy.promote(store, PromotionPolicy(), stamp.model_copy(update={"step": 1}), budget=Budget())
-    )
-    assert not any(m.kind == "split" for m in again)  # split once
+    assert hierarchy.classes(store, PromotionPolicy()) == {}  # drawn apart from the next step on
+    later = stamp.model_copy(update={"step": 1})
+    assert not asyncio.run(hierarchy.promote(store, PromotionPolicy(), later, budget=Budget()))  # split once

@@ -135,9 +135,13 @@ def _pairs(heads: dict[str, Version], known: dict[tuple[str, str], Effect], poli
                 yield a, b
 
 
-def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) -> list[PromotionMove]:
+def prune(
+    store: LibraryStore, policy: PromotionPolicy, provenance: Provenance, *, last: bool = False
+) -> list[PromotionMove]:
     """After a step: delete the private lessons whose evidence no longer supports them, and
-    log each with its evidence in ``<library>.prunings.jsonl``."""
+    log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
+    no more evidence will come: every lesson tried on ``min_tasks`` tasks that is not even
+    plausibly helping leaves (``promotion.prunings``)."""
     side = SideFiles(store.path)
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)
@@ -146,7 +150,9 @@ def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) 
     moves = (
         logged
         if logged is not None
-        else promotion.prunings(heads, evidence.contrasts(side.usage, lineage(store), classes(store, policy)), policy)
+        else promotion.prunings(
+            heads, evidence.contrasts(side.usage, lineage(store), classes(store, policy)), policy, last=last
+        )
     )
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
@@ -204,9 +210,8 @@ async def _plan(
     )  # fmt: skip
     known = lineage(store)
     await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
-    texts = {l.id: l.text for name in store.libraries() for v in store.versions(name) for l in v.lessons}
-    past = list(side.promotions.items())
-    undone = promotion.splits(heads, evidence.contrasts(side.usage), past, texts, policy, judge.known_same)
+    undone = promotion.splits(heads, evidence.contrasts(side.usage), policy, judge.known_same)
+    texts = {l.id: l.text for v in heads.values() for l in v.lessons}
     for move in undone:  # the rollouts overrule the judge, from this pass on
         judge.overrule(move.text, texts[move.lessons[1]], move.reason, keep=not dry_run)
     tallies = evidence.contrasts(side.usage, known, classes(store, policy, judge))

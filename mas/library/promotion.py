@@ -27,6 +27,7 @@ from statistics import NormalDist
 from mas.config import PromotionPolicy
 from mas.library.edits import apply, lesson_id
 from mas.library.evidence import Tally, effect_of, plausibly_helps
+from mas.library.similar import normal
 from mas.types import GLOBAL, Add, Delete, Edit, Effect, Lesson, PromotionMove, Provenance, Version
 
 Same = Callable[[Lesson, Lesson], bool]
@@ -137,12 +138,15 @@ def _demotions(heads, tallies, policy, roles: list[str]) -> list[PromotionMove]:
 
 
 def prunings(
-    heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy
+    heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, *, last: bool = False
 ) -> list[PromotionMove]:
     """Every private lesson whose upper bound is below the margin, and at most
     one per library that is not even plausibly helping after ``max_tasks`` tasks: two lessons
     that do the same job each look weak while the other is often shown, and removing one
-    lets the other's evidence show again."""
+    lets the other's evidence show again. After a run's ``last`` step, also every lesson whose
+    estimate over at least ``min_tasks`` tasks is below zero: no more evidence will come, and a
+    lesson written late in the run, which the rules above had no time to judge, should not stay
+    in the prompt on a harmful estimate (a lesson with less evidence than that stays)."""
     moves = []
     for version in heads.values():
         if version.library == GLOBAL:
@@ -155,10 +159,18 @@ def prunings(
         idle = sorted(
             ((e, l) for e, l in own if (e, l) not in below and cannot_help(e, policy) and not helps(e, policy)),
             key=lambda pair: pair[0].ucb,
-        )
-        for e, lesson in below + idle[:1]:
+        )[:1]
+        if last:
+            idle += [
+                (e, l) for e, l in own if e.tasks >= policy.min_tasks and e.effect < 0 and (e, l) not in below + idle
+            ]
+        for e, lesson in below + idle:
             reason = (
-                "upper bound below the margin" if e.ucb < policy.margin else f"not shown to help in {e.tasks} tasks"
+                "upper bound below the margin"
+                if e.ucb < policy.margin
+                else f"not shown to help in {e.tasks} tasks"
+                if cannot_help(e, policy)
+                else f"its estimate over {e.tasks} tasks is below zero at the run's end"
             )
             moves.append(
                 PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
@@ -166,58 +178,47 @@ def prunings(
     return moves
 
 
-SPLIT_LEVEL = 0.01
-"""One-sided level at which a part's own evidence is above that of the lesson it was merged
-into, for the merge to be split again."""
+SPLIT_LEVEL = 0.002
+"""Two-sided level at which the own evidence of two lessons judged the same must differ for
+the pair to be split (strict: the pairs are checked after every step)."""
 
 
 def splits(
-    heads: dict[str, Version],
-    raw: dict[tuple[str, str], Tally],
-    past: list[PromotionMove],
-    texts: dict[str, str],
-    policy: PromotionPolicy,
-    same: Same,
+    heads: dict[str, Version], raw: dict[tuple[str, str], Tally], policy: PromotionPolicy, same: Same
 ) -> list[PromotionMove]:
-    """Merges the evidence says were wrong: a lesson merged into another (within its library,
-    or as a copy into a promoted lesson), or judged its twin in the same library, whose own
-    randomized evidence (``raw``: each lesson as it was drawn, no lineage, no classes) shows it
-    doing better for its role than the lesson that stands for it. The judge said "the same";
-    the rollouts say otherwise, and the rollouts decide. (A part that did worse is no reason:
-    the merge lost nothing.)"""
-    present = {l.id for v in heads.values() for l in v.lessons}
-    undone = {tuple(m.lessons) for m in past if m.kind == "split"}
-    pairs = [
-        (part, move.into)
-        for move in past
-        if move.kind in ("merge", "promote") and move.into in present
-        for part in move.lessons
-        if part != move.into and part not in present
-    ]
-    for version in heads.values():
-        for i, a in enumerate(version.lessons):
-            pairs += [pair for b in version.lessons[i + 1 :] if same(a, b) for pair in ((b.id, a.id), (a.id, b.id))]
+    """Pairs of one library that the judge calls the same (so merged, or drawn as one class)
+    whose own randomized evidence says otherwise: in the groups where each was drawn on its own
+    (``raw``: each lesson as it was drawn, no lineage, no classes), one did better for the role
+    than the other, beyond chance at ``SPLIT_LEVEL``. The judge said "the same"; the rollouts
+    decide: the pair is split (not merged, or drawn apart again from the next step). A pair
+    drawn as one class since it was judged has the same contrasts in those groups, so only the
+    groups before count; texts with the same words are never split."""
     moves = []
-    for part, kept in pairs:
-        role = part.rpartition("/")[0]
-        if (part, kept) in undone or role == GLOBAL:
+    for version in heads.values():
+        role = version.library
+        if role == GLOBAL:
             continue
-        mine, theirs = (effect_of(role, i, raw.get((role, i), Tally())) for i in (part, kept))
-        if min(mine.tasks, theirs.tasks) < policy.min_tasks:
-            continue
-        z = (mine.effect - theirs.effect) / math.hypot(mine.se, theirs.se)
-        if z > NormalDist().inv_cdf(1 - SPLIT_LEVEL):
-            undone.add((part, kept))
-            moves.append(
-                PromotionMove(
-                    kind="split",
-                    text=texts.get(part, ""),
-                    lessons=[part, kept],
-                    evidence=[mine, theirs],
-                    roles=[role],
-                    reason=f"its own evidence ({mine.effect:+.2f}) is above that of {kept} ({theirs.effect:+.2f})",
-                )  # fmt: skip
-            )
+        for i, a in enumerate(version.lessons):
+            for b in version.lessons[i + 1 :]:
+                if normal(a.text) == normal(b.text) or not same(a, b):
+                    continue
+                ea, eb = (effect_of(role, x.id, raw.get((role, x.id), Tally())) for x in (a, b))
+                if min(ea.tasks, eb.tasks) < policy.min_tasks:
+                    continue
+                z = abs(ea.effect - eb.effect) / math.hypot(ea.se, eb.se)
+                if z > NormalDist().inv_cdf(1 - SPLIT_LEVEL / 2):
+                    (better, e1), (worse, e2) = sorted(((a, ea), (b, eb)), key=lambda pair: -pair[1].effect)
+                    moves.append(
+                        PromotionMove(
+                            kind="split",
+                            text=worse.text,
+                            lessons=[worse.id, better.id],
+                            evidence=[e2, e1],
+                            roles=[role],
+                            reason=f"judged the same as {better.id}, but its own evidence ({e2.effect:+.2f}) is not "
+                            f"that of {better.id} ({e1.effect:+.2f})",
+                        )  # fmt: skip
+                    )
     return moves
 
 
@@ -231,7 +232,7 @@ def cannot_help(e: Effect, policy: PromotionPolicy) -> bool:
     bound admits that it helps."""
     if e.tasks < policy.min_tasks:
         return False
-    return e.ucb < policy.margin or (e.tasks >= policy.max_tasks and not plausibly_helps(e))
+    return e.ucb < policy.margin or (e.tasks >= policy.max_tasks and not plausibly_helps(e, policy.margin))
 
 
 def execute(
@@ -252,10 +253,8 @@ def execute(
             edits.setdefault(GLOBAL, []).append(Delete(op="delete", id=move.lessons[0]))
             for role in move.roles:
                 into = _add(edits, next_ids, role, move.text)
-        elif move.kind == "split":
-            part = move.lessons[0]
-            present = any(l.id == part for v in heads.values() for l in v.lessons)
-            into = None if present else _add(edits, next_ids, part.rpartition("/")[0], move.text)
+        elif move.kind == "split":  # no library changes: the judge is overruled (``hierarchy``)
+            pass
         else:  # prune, merge
             edits.setdefault(move.lessons[0].rpartition("/")[0], []).append(Delete(op="delete", id=move.lessons[0]))
             into = move.into
@@ -282,6 +281,4 @@ def lineage(moves: list[PromotionMove]) -> dict[str, str]:
         if move.into and move.kind in ("promote", "demote", "merge"):
             for i in move.lessons:
                 out[i] = move.into
-        elif move.into and move.kind == "split":  # the part back in its library, with its own evidence
-            out[move.lessons[0]] = move.into
     return out
