@@ -712,7 +712,9 @@ FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
 def _job(job: tuple[Arm, int, bool]) -> Outcome:
     arm, seed, null = job
     settings = VARIANTS.get(arm.variant, {})
-    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard, settings=settings)
+    return run(
+        seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard, settings=settings
+    )
 
 
 def hard_arms(args: argparse.Namespace) -> list[Arm]:

@@ -84,6 +84,10 @@ class RolloutConfig(BaseModel):
     retries: int = Field(4, ge=0)
     """Retries of a model call after a transient endpoint fault (429, 5xx, timeout, dropped
     connection, unusable body), with exponential backoff; then the call is counted and skipped."""
+    budget_usd: float | None = Field(None, gt=0)
+    """Stop cleanly once the run has cost this many dollars: training after the step that
+    reaches it, a study before its next evaluation; the same command with a larger budget
+    goes on from there."""
     budget: Budget = Field(default_factory=Budget)
     """Token caps of the libraries and of the lessons injected into one prompt (the same
     injection in training and at inference)."""
@@ -108,8 +112,6 @@ class TrainConfig(RolloutConfig):
     # -- rollouts
     group_size: int = Field(5, ge=1, le=1000)
     """G: team rollouts per task (the paper uses 5 for maths, 3 for web search)."""
-    budget_usd: float | None = Field(None, gt=0)
-    """Stop cleanly after the step that brings the run's cost to this many dollars."""
     ground_truth: bool = True
     """Reward against the task's answer; off: against the group's majority answer (the paper's
     no-ground-truth mode)."""

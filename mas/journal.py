@@ -142,7 +142,10 @@ class Journal:
                 f"delete line {line} to redo its work, or use a new --run-dir"
             ) from None
 
-    def put(self, kind: str, key: str, data: Any) -> None:
+    def put(self, kind: str, key: str, data: Any, *, sync: bool = True) -> None:
+        """Append a record. ``sync=False`` leaves it to the system to reach the disk: for a
+        record whose loss in a crash of the machine (not of mas) only means its work is done
+        again, such as one model call's reply (``mas.models.wrappers.Replayed``)."""
         data = redact_data(data)
         line = (json.dumps({"kind": kind, "key": key, "data": data}, separators=(",", ":")) + "\n").encode()
         try:
@@ -150,7 +153,8 @@ class Journal:
                 offset = f.seek(0, os.SEEK_END)
                 f.write(line)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
                 self._note(kind, key, data, offset)
         except OSError as e:
             raise UserError(f"{self.path}: cannot write ({e.strerror or e})") from None
@@ -166,10 +170,10 @@ class Journal:
             self.index[(kind, key)] = offset
             self._pending.append((kind, key))
 
-    async def record(self, kind: str, key: str, data: Any) -> None:
+    async def record(self, kind: str, key: str, data: Any, *, sync: bool = True) -> None:
         """``put`` in a worker thread: an fsync takes milliseconds, and the event loop has
         every other rollout's calls to send meanwhile."""
-        await asyncio.to_thread(self.put, kind, key, data)
+        await asyncio.to_thread(self.put, kind, key, data, sync=sync)
 
     def all(self, kind: str) -> list[Any]:
         if kind == "step":

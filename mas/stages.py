@@ -31,6 +31,7 @@ from mas.library.budget import tokens
 from mas.library.edits import apply, parse_edits, parse_items
 from mas.library.inject import injected
 from mas.meter import Meter
+from mas.models.wrappers import Replayed
 from mas.redact import secret_in
 from mas.scenario import Scenario
 from mas.screen import screen
@@ -50,6 +51,7 @@ from mas.types import (
     QuarantineItem,
     Rejected,
     Rollout,
+    StageCount,
     Summary,
     Task,
     UsageEvent,
@@ -60,6 +62,7 @@ from mas.types import (
 )
 
 _operation = TypeAdapter(Operation)
+_counts = TypeAdapter(dict[str, StageCount])
 
 
 @dataclass
@@ -115,9 +118,11 @@ async def rollout(ctx: Context, task: Task) -> Group:
         key = f"{ctx.prefix}/{task.id}/{index}"
         if (done := ctx.journal.load("rollout", key, Rollout)) is not None:
             ctx.on_rollout(1)
+            ctx.meter.add(done.calls)
             return done
+        replayed = Replayed(ctx.client, journal=ctx.journal, key=key)  # a rollout cut short repeats no call
         result = await run_rollout(
-            ctx.scenario, task, index, client=ctx.client, heads=ctx.heads, settings=ctx.config.sampling(key),
+            ctx.scenario, task, index, client=replayed, heads=ctx.heads, settings=ctx.config.sampling(key),
             timeout=ctx.config.rollout_timeout, meter=ctx.meter, budget=ctx.config.budget,
             exposures={role: plan[index] for role, plan in plans.items()}, starting=ctx.starting,
         )  # fmt: skip
@@ -361,20 +366,25 @@ def numeric_advantages(rewards: list[float]) -> list[float]:
 
 
 async def _journaled(ctx: Context, stage: str, key: str, schema, max_tokens: int, **values: Any):
-    """Ask once: a finished call (success or failure) is read back from the journal."""
+    """Ask once: a finished call (success or failure) is read back from the journal, and
+    counted again as it was counted when it was made."""
     done = ctx.journal.get(stage, key)
     if done is not None:
+        ctx.meter.add(_counts.validate_python(done.get("calls", {})))
         return schema.model_validate(done["reply"]) if done["ok"] else None
+    own = Meter()
     try:
         reply = await ask(
-            ctx.learner or ctx.client, stage, schema, meter=ctx.meter, seed=seed_of(ctx.config.seed, stage, key),
+            ctx.learner or ctx.client, stage, schema, meter=own, seed=seed_of(ctx.config.seed, stage, key),
             temperature=ctx.config.learning_temperature, max_tokens=max_tokens, **values,
         )  # fmt: skip
     except ModelReplyError as exc:
-        await ctx.journal.record(stage, key, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]})
-        return None
+        reply, outcome = None, {"ok": False, "error": str(exc), "raw": exc.raw[:4000]}
     except EndpointError:  # not journaled: a resumed run tries again
         ctx.meter.fail(stage, "endpoint error")
         return None
-    await ctx.journal.record(stage, key, {"ok": True, "reply": reply.model_dump(mode="json")})
+    else:
+        outcome = {"ok": True, "reply": reply.model_dump(mode="json")}
+    ctx.meter.add(calls := own.snapshot())
+    await ctx.journal.record(stage, key, {**outcome, "calls": {k: v.model_dump(mode="json") for k, v in calls.items()}})
     return reply

@@ -130,17 +130,20 @@ async def run_rollout(
             for role in scenario.roles
         }
         texts = {name: prompt.text for name, prompt in prompts.items()}
-        seeded = Seeded(client, settings=settings, meter=meter, on_call=started)
+        own = Meter()  # this rollout's calls, kept with it
+        seeded = Seeded(client, settings=settings, meter=own, on_call=started)
         team = scenario.team(texts, seeded, task) if scenario.team else build_team(scenario.roles, seeded, texts, task)
         messages, error = await _run(team, task.question, timeout)
     finally:
         started()
     if error:
-        meter.fail("rollout", "timeout" if error.startswith("timeout") else error.partition(":")[0])
+        own.fail("rollout", "timeout" if error.startswith("timeout") else error.partition(":")[0])
+    meter.add(calls := own.snapshot())
     said = [m.to_text() for m in messages if isinstance(m, BaseChatMessage) and m.source != "user"]
     read = said[-1:] if scenario.answer_from == "final" else said
     answer = None if error else scenario.extract("\n".join(read))
-    return Rollout(task_id=task.id, index=index, traces=split_traces(messages, prompts), answer=answer, error=error)
+    traces = split_traces(messages, prompts)
+    return Rollout(task_id=task.id, index=index, traces=traces, answer=answer, error=error, calls=calls)
 
 
 GRACE = 0.5

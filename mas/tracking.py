@@ -99,10 +99,18 @@ class Tracker:
         batch = [Metric(k, float(v), stamp, step) for k, v in values.items()]
         return self.client.log_batch(run_id, metrics=batch, synchronous=synchronous)
 
-    def study(self, kind: str, *, params: dict, metrics: dict[str, float], table: list[dict], text: str) -> str:
+    def study(
+        self, kind: str, *, params: dict, metrics: dict[str, float], table: list[dict], text: str,
+        run_dir: Path | None = None,
+    ) -> str:  # fmt: skip
         """One MLflow run holding a study's table: params, metrics, the table (JSON) and the
-        table as the command printed it (Markdown); returns its id."""
-        run_id, _ = self.run(f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}", {"mas.kind": kind})
+        table as the command printed it (Markdown); returns its id. A study with a run folder
+        (``run_dir``) logs to the MLflow run tagged with it, so a resumed study updates its own."""
+        if run_dir is None:
+            run_id, _ = self.run(f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}", {"mas.kind": kind})
+        else:
+            tags = {"mas.kind": kind, "mas.run_dir": str(run_dir.resolve())}
+            run_id, _ = self.run(run_dir.name, tags, key=run_key(run_dir))
         self.params(run_id, params)
         if metrics:
             self.metrics(run_id, metrics, 0)

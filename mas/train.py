@@ -8,8 +8,6 @@ learning logic of its own. A run lives in a run directory (``run.json`` with its
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import random
 import time
 from collections.abc import Callable
@@ -18,10 +16,9 @@ from pathlib import Path
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
-from mas import screen, stages
+from mas import runs, screen, stages
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
-from mas.errors import UserError
 from mas.journal import Journal, records
 from mas.library import hierarchy, pending
 from mas.library.edits import apply
@@ -31,8 +28,6 @@ from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve, tokenizer
-from mas.paths import atomic_write
-from mas.redact import redact_data
 from mas.scenario import Scenario
 from mas.types import (
     GLOBAL,
@@ -97,11 +92,11 @@ async def train(
     with store.exclusive():
         SideFiles(store.path).check()  # a damaged log stops the run here, not after its folder is made
         if new is not None:
-            _make_folder(run_dir)
+            runs.make_folder(run_dir)
             if config.fresh:
                 _empty(store, Provenance(run=run_dir.name, epoch=0, step=0, model=model_name, stage="fresh"))
             # The versions the run starts from: its report tells its own history from later runs'.
-            _write_run(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
+            runs.start(run_dir, {**new, "start": {name: v.number for name, v in store.heads().items()}})
         result = await _train(scenario, client, store, run_dir, config, model_name, price, on_step, learner, on_rollout)
         if pending.settle(store):  # decisions taken during the last step: in the library before the run lets go
             result = result.model_copy(update={"heads": store.heads()})
@@ -357,10 +352,6 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
-FREE_ON_RESUME = {"budget_usd", "concurrency", "call_timeout", "retries"}
-"""Settings a resumed run may change: they bound the run, not what it learns."""
-
-
 def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> dict | None:
     """The settings to write for a new run; None when ``run_dir`` holds this run already.
 
@@ -368,66 +359,16 @@ def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_nam
     settings: their digests are kept, so resuming with another task file of the same name is
     refused instead of mixing both in one journal."""
     settings = {
+        "kind": "train",
         "scenario": scenario.name,
         "model": model_name,
         "library": str(library.resolve()),
         "held_out": scenario.split,
         "held_out_tasks": [t.id for t in scenario.held_out],
-        "tasks_sha256": _digest([t.model_dump(mode="json") for t in scenario.tasks[: config.tasks]]),
-        "roles_sha256": _digest([r.model_dump(mode="json") for r in scenario.roles]),
+        "tasks_sha256": runs.digest([t.model_dump(mode="json") for t in scenario.tasks[: config.tasks]]),
+        "roles_sha256": runs.digest([r.model_dump(mode="json") for r in scenario.roles]),
         "config": config.model_dump(mode="json"),
         **scenario.sources,  # an autogen team file: its path and digest
     }
-    before = _read_settings(run_dir)
-    if before is None:
-        return settings
-    old = before.get("config") if isinstance(before.get("config"), dict) else {}
-    old = {**TrainConfig().model_dump(mode="json"), **old}  # a setting added since the run started: its default
-    changed = sorted(k for k in settings["config"] if k not in FREE_ON_RESUME and old.get(k) != settings["config"][k])
-    changed += [k for k in ("scenario", "model", "library") if before.get(k) != settings[k]]
-    changed += [  # runs started before the digests were kept have none to compare
-        what
-        for what, k in (("tasks", "tasks_sha256"), ("role prompts", "roles_sha256"), ("team file", "team_sha256"))
-        if k in before and before[k] != settings[k]
-    ]
-    if changed:
-        raise UserError(
-            f"{run_dir / 'run.json'}: this run was started with other settings ({', '.join(changed)}); "
-            "use a new --run-dir"
-        )
-    return None
-
-
-def _make_folder(run_dir: Path) -> None:
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"{run_dir}: cannot make the run folder ({e.strerror or e})") from None
-
-
-def _write_run(run_dir: Path, settings: dict) -> None:
-    atomic_write(run_dir / "run.json", json.dumps(redact_data(settings), indent=1) + "\n")
-
-
-def _read_settings(run_dir: Path) -> dict | None:
-    """The settings of the run in ``run_dir``; None for a new run (no folder, or an empty one)."""
-    path = run_dir / "run.json"
-    existing = next((p for p in [run_dir, *run_dir.parents] if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise UserError(f"{run_dir}: {existing} is not a folder (--run-dir names a run folder, new or to resume)")
-    if not path.exists():
-        if run_dir.is_dir() and any(run_dir.iterdir()):
-            raise UserError(f"{run_dir}: not a run folder (it holds other files but no run.json); use a new --run-dir")
-        return None
-    try:
-        before = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError, RecursionError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
-        raise UserError(f"{path}: not readable as a run's settings ({reason}); use a new --run-dir") from None
-    if not isinstance(before, dict):
-        raise UserError(f"{path}: not a run's settings (expected a JSON object); use a new --run-dir")
-    return before
-
-
-def _digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+    # a setting added since the run started: its default
+    return runs.check(run_dir, settings, defaults=TrainConfig().model_dump(mode="json"))

@@ -253,6 +253,9 @@ class Rollout(Frozen):
     error: str | None = None
     """Set when the team failed (model error, timeout); the rollout then leaves its group."""
     reward: float = 0.0
+    calls: dict[str, StageCount] = {}
+    """The model calls the team made, with their tokens and failures (``Meter.snapshot``): a
+    rollout read back from a journal counts them again, so a resumed run costs what it used."""
 
 
 class Group(Frozen):

@@ -11,6 +11,7 @@ from collections import Counter
 
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
+from mas.train import finished
 
 ARGS = ["train", "maths", "--model", "fake:0.01", "--tasks", "12", "--batch-size", "4", "--epochs", "2"]
 
@@ -55,6 +56,11 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     keys = Counter((r["kind"], r["key"]) for r in map(json.loads, lines))
     assert max(keys.values()) == 1, "a finished stage was done twice"
     assert len(keys) == total
+    # a resumed step counts the calls it read back as they were counted: it costs what it used
+    spent = [{stage: c.model_dump() for stage, c in s.calls.items()} for s in finished(tmp_path / "whole" / "run")]
+    assert [
+        {stage: c.model_dump() for stage, c in s.calls.items()} for s in finished(tmp_path / "killed" / "run")
+    ] == spent
     whole_usage = [e.model_dump() for e in SideFiles(tmp_path / "whole" / "lib.json").usage.items()]
     killed_usage = [e.model_dump() for e in SideFiles(tmp_path / "killed" / "lib.json").usage.items()]
     assert killed_usage == whole_usage  # each step's usage recorded exactly once

@@ -242,7 +242,7 @@ def test_an_ablation_folder_holding_other_files_is_not_written_into(holds, tmp_p
         (folder / "notes.txt").write_text("mine\n")
     else:
         folder.write_text("mine\n")
-    args = ["ablate", "maths", "--model", "fake", "--tasks", "2", "--folder", folder, "--variants", "no library"]
+    args = ["ablate", "maths", "--model", "fake", "--tasks", "2", "--run-dir", folder, "--variants", "no library"]
     refused(args, "abl", tmp_path, capsys, monkeypatch)
 
 

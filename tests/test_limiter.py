@@ -194,3 +194,32 @@ async def test_callers_waiting_for_a_paced_slot_are_let_in_when_it_opens():
     started = asyncio.get_running_loop().time()
     await asyncio.wait_for(limit.acquire(), 1)  # woken by the timer, not by a release
     assert asyncio.get_running_loop().time() - started > 0.05
+
+
+async def test_a_retry_inside_a_fixed_limit_keeps_the_outer_limits_place():
+    """The embedded model's client is ``Limited(server, 1)``, and a run wraps it in its own
+    adaptive limit. A call waiting to retry inside the fixed limit still holds its slot there:
+    giving back its place in the outer limit let another call take it and wait for the fixed
+    slot, and neither could go on (a run on the embedded model stopped forever after its first
+    call timeout). It keeps both and goes on."""
+    from autogen_core.models import SystemMessage
+
+    order = []
+
+    class Endpoint(FakeClient):
+        retried = False
+
+        async def create(self, messages, **kwargs):
+            name = messages[0].content
+            if name == "a" and not self.retried:
+                self.retried = True
+                order.append("a retries")
+                await backoff(0.05)
+            order.append(name)
+            return await super().create(messages, **kwargs)
+
+    client = Limited(Limited(Endpoint(), 1), AdaptiveLimit(start=1))
+    first = asyncio.ensure_future(client.create([SystemMessage(content="a")]))
+    await asyncio.sleep(0.01)
+    await asyncio.wait_for(asyncio.gather(first, client.create([SystemMessage(content="b")])), 5)
+    assert order == ["a retries", "a", "b"]

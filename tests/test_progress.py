@@ -108,7 +108,7 @@ def test_no_bar_when_piped_under_ci_or_with_json(tmp_path):
     ids=["eval", "ablate"],
 )
 def test_eval_and_ablate_bars_count_to_their_total(args, done, tmp_path):
-    extra = ["--folder", str(tmp_path / "ablate")] if args[0] == "ablate" else []
+    extra = ["--run-dir", str(tmp_path / "ablate")] if args[0] == "ablate" else []
     code, _, terminal = on_terminal(*args, *extra)
     assert code == 0, terminal
     assert done in terminal

@@ -160,7 +160,7 @@ def test_train_eval_ablate_transfer_on_a_team_file(files, capsys, monkeypatch):
     folder = tmp / "ablate"
     code, out, err = cli(
         ["ablate", files["tasks"], *common, "--variants", "full", "--tasks", "4", "--test-tasks", "4",
-         "--group-size", "2", "--folder", folder, "--json"],
+         "--group-size", "2", "--run-dir", folder, "--json"],
         capsys, monkeypatch,
     )  # fmt: skip
     assert code == 0, err

@@ -93,7 +93,7 @@ def test_eval_ablate_and_transfer_log_their_tables(tmp_path, home):
     for command in (
         ["eval", "maths", "--tasks", "4", "--k", "2"],
         ["transfer", "maths", "--from-trials"],
-        ["ablate", "maths", "--variants", "full", "--tasks", "4", "--test-tasks", "4", "--folder", str(tmp_path / "a")],
+        ["ablate", "maths", "--variants", "full", "--tasks", "4", "--test-tasks", "4", "--run-dir", tmp_path / "a"],
     ):
         done = mas(*command, "--model", "fake", "--track", "mlflow", "--json")
         assert done.returncode == 0, done.stderr
@@ -232,6 +232,32 @@ def test_mlflow_is_imported_only_when_asked(home):
     assert done.stdout.strip().splitlines()[-1] == "False", done.stderr
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "ablate", "transfer"])
-def test_every_command_that_calls_a_model_takes_track(command):
-    assert "--track" in mas(command, "--help").stdout
+def test_a_resumed_study_logs_to_its_own_mlflow_run(tmp_path, home):
+    """A study's MLflow run is tagged with its run folder: the same command again (everything
+    read back) updates that run instead of logging a second one."""
+    assert mas("train", "maths", "--model", "fake", "--tasks", "8").returncode == 0
+    run_dir = tmp_path / "eval"
+    command = ["eval", "maths", "--model", "fake", "--tasks", "4", "--run-dir", run_dir, "--track", "mlflow", "--json"]
+    first, again = mas(*command), mas(*command)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert json.loads(first.stdout) == json.loads(again.stdout)
+    client = client_of((home / "mlruns").as_uri())
+    (run,) = runs(client, "eval")
+    assert run.info.status == "FINISHED" and run.info.run_name == "eval"
+    assert run.data.tags["mas.run_dir"] == str(run_dir.resolve())
+
+
+def test_promote_logs_its_moves(tmp_path, home):
+    assert mas("train", "maths", "--model", "fake", "--tasks", "8", "--promote-every", "off").returncode == 0
+    done = mas("promote", "maths", "--dry-run", "--track", "mlflow")
+    assert done.returncode == 0, done.stderr
+    client = client_of((home / "mlruns").as_uri())
+    (run,) = runs(client, "promote")
+    logged = json.loads(Path(client.download_artifacts(run.info.run_id, "promote.json", str(tmp_path))).read_text())
+    assert run.info.status == "FINISHED" and run.data.params["dry_run"] == "true"
+    assert run.data.params["library"] == str((home / "libraries" / "maths.json").resolve())
+    kinds = {k: int(v) for k, v in run.data.metrics.items() if k.startswith("moves/")}
+    assert set(kinds) == {"moves/promote", "moves/demote", "moves/prune", "moves/merge", "moves/split"}
+    assert sum(kinds.values()) == len(logged) and all(
+        row["kind"] in ("promote", "demote", "prune", "merge") for row in logged
+    )

@@ -41,16 +41,18 @@ COMMANDS = {
         "mas.cli.commands", "Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."
     ),
     "eval": Listed(
-        "mas.cli.commands", "Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds."
+        "mas.cli.studies", "Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds."
     ),
     "transfer": Listed(
-        "mas.cli.commands",
+        "mas.cli.studies",
         "Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or, with "
         "--from-trials, the change in success rate the randomized transfer trials measured).",
     ),
-    "ablate": Listed("mas.cli.commands", "The paper's ablations and ours, trained and evaluated alike, in one table."),
+    "ablate": Listed("mas.cli.studies", "The paper's ablations and ours, trained and evaluated alike, in one table."),
     "report": Listed(
-        "mas.cli.commands", "Markdown and PNG plots of training runs: reward, library size, tool calls, promotions."
+        "mas.cli.commands",
+        "Markdown and PNG plots of training runs and studies: reward, library size, tool calls, promotions, "
+        "what was refused and what failed.",
     ),
     "promote": Listed(
         "mas.cli.promote",

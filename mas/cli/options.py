@@ -37,10 +37,10 @@ def option(model: type[BaseModel], name: str, *flags: str, help: str | None = No
         if getattr(constraint, "le", None) is not None:
             bounds["max"] = constraint.le
     help = help or _first_sentence(docstring(model, name))
-    return typer.Option(field.default, *flags, callback=_given, help=help, **bounds, **extra)
+    return typer.Option(field.default, *flags, callback=given, help=help, **bounds, **extra)
 
 
-def _given(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+def given(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
     """The option's value when the command line gave it, else None: the default is shown in
     help, but a preset may still replace it."""
     source = ctx.get_parameter_source(param.name)  # typer vendors click: compared by name

@@ -1,5 +1,6 @@
 """``mas promote``: a promotion pass over a library file, outside training. Its options come
-from ``PromotionPolicy``, so this module (not ``mas.cli.library``) imports the settings models."""
+from ``PromotionPolicy`` and the run flags (``mas.cli.flags``: it may judge with a model), so
+this module (not ``mas.cli.library``) imports the settings models."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import math
 import typer
 from rich.markup import escape
 
+from mas.cli import interrupt
+from mas.cli.flags import RunFlags, run_flags
 from mas.cli.library import Which, out, say, shown, store_of
 from mas.cli.options import option, settings
+from mas.cli.tracking import log_promote, tracker
 from mas.config import PromotionPolicy
 
 app = typer.Typer(rich_markup_mode=None)
@@ -17,41 +21,58 @@ app = typer.Typer(rich_markup_mode=None)
 
 
 @app.command("promote")
+@run_flags
 def promote_command(
     which: Which,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the moves and their evidence, change nothing."),
     min_roles: int = option(PromotionPolicy, "min_roles"),
     min_tasks: int = option(PromotionPolicy, "min_tasks"),
     alpha: float = option(PromotionPolicy, "alpha"),
-    model: str | None = typer.Option(
-        None,
-        help="A model (as for train) to judge which lessons say the same thing; without one, only "
-        "the judgements made in training are used and other pairs count as different.",
-        show_default=False,
-    ),
+    run: RunFlags = None,
 ) -> None:
     """A promotion pass on the randomized evidence: promote lessons shown to help several roles,
-    demote global lessons that no longer do, prune lessons that no longer help their role."""
-    import asyncio
+    demote global lessons that no longer do, prune lessons that no longer help their role.
+
+    Name a model (--model, --model-config or --learner-config) to let it judge which lessons
+    say the same thing; without one, only the judgements made in training are used and other
+    pairs count as different."""
     from datetime import datetime
 
-    from rich.table import Table
-
-    from mas.library.hierarchy import promote
-    from mas.models.clients import open_client
-    from mas.types import Budget, Provenance
+    from mas.types import Provenance
 
     store = store_of(which)
     policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
     stamp = Provenance(run=f"promote-{datetime.now():%Y%m%d-%H%M%S}", epoch=0, step=0)
+    judged = run.chosen or run.learner_config is not None
+    clients = run.clients() if judged else None
+    price = run.price(clients) if clients else None
+    tracking = tracker(run.track, store.path.stem)
+    moves, spent = interrupt.run(_promote(store, policy, stamp, run, clients, price, dry_run=dry_run))
+    if spent is not None:
+        say(f"judging cost ${spent:.4f}" if price.known else f"judging cost unknown (no price for {clients.label!r})")
+    logged = {"library": str(store.path.resolve()), "model": clients.label if clients else "", "dry_run": dry_run}
+    log_promote(tracking, params={**logged, **policy.model_dump(mode="json")}, moves=moves, spent=spent)
+    _print_moves(moves, store, dry_run)
 
-    async def run():
-        if model is None:
-            return await promote(store, policy, stamp, budget=Budget(), dry_run=dry_run)
-        async with open_client(model) as client:
-            return await promote(store, policy, stamp, budget=Budget(), client=client, dry_run=dry_run)
 
-    moves = asyncio.run(run())
+async def _promote(store, policy, stamp, run: RunFlags, clients, price, *, dry_run: bool):
+    """The pass, judging with the model when one was named; the moves, and what judging cost."""
+    from mas.library.hierarchy import promote
+    from mas.models.limiter import Limited
+    from mas.models.wrappers import Budgeted
+    from mas.types import Budget
+
+    if clients is None:
+        return await promote(store, policy, stamp, budget=Budget(), dry_run=dry_run), None
+    async with run.open(clients) as (client, learner):
+        judge = Budgeted(Limited(learner or client, run.concurrency), price=price, budget_usd=run.budget_usd)
+        moves = await promote(store, policy, stamp, budget=Budget(), client=judge, dry_run=dry_run)
+        return moves, judge.spent
+
+
+def _print_moves(moves, store, dry_run: bool) -> None:
+    from rich.table import Table
+
     if not moves:
         out.print("no lesson meets the promotion, demotion or pruning rules yet")
         return

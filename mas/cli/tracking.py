@@ -1,14 +1,15 @@
-"""``--track``: the run flag that logs a command's run to MLflow (``mas.tracking``), declared
-once here for every command that calls a model (train, eval, ablate, transfer), and what each
-of them logs: a training run step by step (``mas.track_run``), a study as one run holding its
-table."""
+"""``--track``: the run flag that logs a command's run to MLflow (``mas.tracking``), one of the
+run flags every command that calls a model takes (``mas.cli.flags``), and what each of them
+logs: a training run step by step (``mas.track_run``), a study (and a promotion pass) as one
+MLflow run holding its table, tagged with the study's run folder so that finishing it again
+(resumed) logs to the same MLflow run."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional, get_args
 
 import typer
 
@@ -59,7 +60,18 @@ def stopping(run: TrainingRun | None) -> Iterator[None]:
         raise
 
 
-def log_eval(tracker: Tracker | None, *, params: dict, labels: list[str], results: list) -> None:
+def params(spec, model: str, *, libraries: list[str], **settings) -> dict:
+    """A study's settings as MLflow params: the scenario, the model, the libraries and the
+    settings given (a settings model flattened: ``config.k``)."""
+    from mas.tracking import flat
+
+    values = {k: v.model_dump(mode="json") if hasattr(v, "model_dump") else v for k, v in settings.items()}
+    return flat({"scenario": spec.name, "model": model, "held_out": spec.split, "libraries": libraries, **values})
+
+
+def log_eval(
+    tracker: Tracker | None, *, params: dict, labels: list[str], results: list, run_dir: Path | None = None
+) -> None:
     """An evaluation: Mean@k, Pass@k and the paired change from no library, per library."""
     if tracker is None:
         return
@@ -73,10 +85,10 @@ def log_eval(tracker: Tracker | None, *, params: dict, labels: list[str], result
         row.update(_estimate("delta", delta) if delta else {})
         rows.append(row)
         metrics.update({f"{k}/{label}": v for k, v in row.items() if k in ("mean_at_k", "pass_at_k", "delta")})
-    tracker.study("eval", params=params, metrics=metrics, table=rows, text=markdown(rows))
+    tracker.study("eval", params=params, metrics=metrics, table=rows, text=markdown(rows), run_dir=run_dir)
 
 
-def log_ablate(tracker: Tracker | None, *, params: dict, rows: list) -> None:
+def log_ablate(tracker: Tracker | None, *, params: dict, rows: list, run_dir: Path | None = None) -> None:
     """An ablation: per variant, Mean@k, its paired change from no library, lessons and cost."""
     if tracker is None:
         return
@@ -86,10 +98,10 @@ def log_ablate(tracker: Tracker | None, *, params: dict, rows: list) -> None:
         row.update(lessons=r.lessons, cost_usd=r.cost_usd)
         table.append(row)
         metrics.update({f"{k}/{r.variant}": row[k] for k in ("mean_at_k", "delta", "lessons", "cost_usd")})
-    tracker.study("ablate", params=params, metrics=metrics, table=table, text=markdown(table))
+    tracker.study("ablate", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
 
 
-def log_transfer(tracker: Tracker | None, *, params: dict, result) -> None:
+def log_transfer(tracker: Tracker | None, *, params: dict, result, run_dir: Path | None = None) -> None:
     """A transfer matrix: one row per cell (lessons of A into B), the change and its interval."""
     if tracker is None:
         return
@@ -97,7 +109,20 @@ def log_transfer(tracker: Tracker | None, *, params: dict, result) -> None:
     metrics = {f"delta/{c.source}/{c.target}": c.delta for c in result.cells}
     metrics.update(baseline=result.baseline)
     params = {**params, "source": result.source, "tasks": result.tasks, "k": result.k}
-    tracker.study("transfer", params=params, metrics=metrics, table=table, text=markdown(table))
+    tracker.study("transfer", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
+
+
+def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: float | None) -> None:
+    """A promotion pass: one row per move, a count per kind of move, and what judging cost."""
+    if tracker is None:
+        return
+    table = [m.model_dump(mode="json", include={"kind", "text", "lessons", "roles", "into", "reason"}) for m in moves]
+    from mas.types import PromotionMove
+
+    kinds = get_args(PromotionMove.model_fields["kind"].annotation)
+    metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in kinds}
+    metrics.update({"judging_cost_usd": spent} if spent is not None else {})
+    tracker.study("promote", params=params, metrics=metrics, table=table, text=markdown(table))
 
 
 def _estimate(name: str, e) -> dict[str, float]:

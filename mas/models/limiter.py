@@ -260,9 +260,14 @@ class Limited(Delegating):
     async def create(self, messages, **kwargs) -> CreateResult:
         if self.adaptive is None:
             await _queue(self.slots.acquire)
+            # A retry's wait in here keeps an outer limit's place (``backoff``): giving it back
+            # while this slot is held lets another call take it and wait for this slot, and
+            # then neither can go on.
+            outer = _CALL.set(None)
             try:
                 return await self.inner.create(messages, **kwargs)
             finally:
+                _CALL.reset(outer)
                 self.slots.release()
         call = _Call(self.adaptive)
         await _queue(call.limit.acquire)

@@ -12,15 +12,19 @@ from pathlib import Path
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
+from mas import runs
 from mas.ask import ask
 from mas.config import ABLATIONS, EvalConfig, TrainConfig, ablated
 from mas.cost import Price, stage_costs
-from mas.errors import EndpointError, ModelReplyError, UserError
+from mas.errors import EndpointError, ModelReplyError
+from mas.journal import Journal
 from mas.library.edits import apply, parse_edits
 from mas.library.store import LibraryStore
 from mas.meter import Meter
+from mas.models.wrappers import Replayed
 from mas.scenario import Scenario
-from mas.studies.evaluate import check_held_out, compare, evaluate, library_config
+from mas.studies import job
+from mas.studies.evaluate import check_held_out, compare, library_config
 from mas.studies.stats import Estimate
 from mas.train import train
 from mas.types import DirectLessons, Provenance
@@ -38,11 +42,19 @@ class Row(BaseModel):
     cost_usd: float
 
 
+class Ablation(BaseModel):
+    rows: list[Row]
+    """One per variant done, in the order asked."""
+    cost_usd: float
+    stopped: str | None = None
+    """Why the ablation ended before its last variant (its budget), or None."""
+
+
 async def ablate(
     scenario: Scenario,
     *,
     client: ChatCompletionClient,
-    folder: Path,
+    run_dir: Path,
     train_config: TrainConfig,
     eval_config: EvalConfig,
     variants: list[str] = list(VARIANTS),
@@ -51,51 +63,79 @@ async def ablate(
     on_variant: Callable[[str], None] = lambda name: None,
     learner: ChatCompletionClient | None = None,
     on_rollout: Callable[[int], None] = lambda n: None,
-) -> list[Row]:
-    """Run each variant in ``folder/<variant>/`` (resumable like any run) and score it.
+) -> Ablation:
+    """Learn each variant's libraries in ``run_dir/<variant>/`` (its training a train run in
+    ``run/``) and score them; ``run_dir`` holds the ablation's own ``run.json`` and journal
+    (the evaluations, the direct lessons' calls), so the same call resumes it
+    (``mas.studies.job``). ``eval_config.budget_usd`` bounds the whole ablation.
+
     ``learner``, when given, makes the learning calls (``train``'s); ``on_variant`` is told of
     each variant as it starts, ``on_rollout`` of the rollouts done (``planned_rollouts`` of
     them per variant)."""
-    _check_folder(folder)
+    settings = recorded(scenario, variants, train_config, eval_config, model_name=model_name)
+    study = job.Study(
+        scenario, client=client, journal=job.open_journal(run_dir, settings), price=price,
+        budget_usd=eval_config.budget_usd, on_task=lambda score: on_rollout(len(score.rewards)),
+    )  # fmt: skip
+    learn = _Learning(scenario, study, learner, train_config, model_name, on_rollout)
     rows, results = [], {}
     for name in variants:
+        if study.over():
+            break
         on_variant(name)
-        change = VARIANTS[name]
-        store = LibraryStore(folder / name.replace(" ", "-") / "lib.json")
-        cost = 0.0
-        if change == "direct":
-            cost = await _direct(scenario, learner or client, store, train_config, price)
-        elif change is not None:
-            config = ablated(train_config, change)
-            done = await train(
-                scenario, client=client, store=store, run_dir=store.path.parent / "run", config=config,
-                model_name=model_name, price=price, learner=learner, on_rollout=on_rollout,
-            )  # fmt: skip
-            cost = done.cost_usd
-        heads = store.heads() if change is not None else None
+        store = LibraryStore(run_dir / name.replace(" ", "-") / "lib.json")
+        cost = await learn(name, store)
+        heads = store.heads() if VARIANTS[name] is not None else None
         check_held_out(scenario.held_out[: eval_config.tasks], store)
-        result = await evaluate(
-            scenario, client=client, heads=heads, config=library_config(eval_config, store),
-            on_task=lambda score: on_rollout(len(score.rewards)),
-        )  # fmt: skip
+        result = None if study.stopped else await study.evaluate(name, heads, library_config(eval_config, store))
+        if result is None:
+            break
         results[name] = result
-        cost += sum(stage_costs(result.calls, price).values())
-        base = results.get("no library", result)
         lessons = sum(len(v.lessons) for v in (heads or {}).values())
-        rows.append(
-            Row(variant=name, mean_at_k=result.mean_at_k, delta=compare(result, base), lessons=lessons, cost_usd=cost)
+        delta = compare(result, results.get("no library", result))
+        row = Row(
+            variant=name, mean_at_k=result.mean_at_k, delta=delta, lessons=lessons, cost_usd=cost + study.cost(result)
         )
-    return rows
+        rows.append(row)
+    return Ablation(rows=rows, cost_usd=study.spent, stopped=study.stopped)
 
 
-def _check_folder(folder: Path) -> None:
-    """An ablation folder is new, or holds the variants' folders and nothing else."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder}: not a folder (--folder names an ablation folder, new or to resume)")
-    ours = {name.replace(" ", "-") for name in VARIANTS}
-    other = sorted(p.name for p in folder.iterdir() if p.name not in ours) if folder.is_dir() else []
-    if other:
-        raise UserError(f"{folder}: not an ablation folder (it holds {other[0]}); use a new --folder")
+def recorded(
+    scenario: Scenario, variants: list[str], train_config: TrainConfig, eval_config: EvalConfig, *, model_name: str
+) -> dict:
+    """What the ``run.json`` of an ablation records (``job.settings``): the variants and the
+    training settings too (those a resumed run may change left out, as for any run)."""
+    training = {k: v for k, v in train_config.model_dump(mode="json").items() if k not in runs.FREE_ON_RESUME}
+    return job.settings("ablate", scenario, model=model_name, config=eval_config, variants=variants, training=training)
+
+
+class _Learning:
+    """How each variant gets its libraries: trained (a train run), asked for outright, or none."""
+
+    def __init__(self, scenario, study, learner, config: TrainConfig, model_name: str, on_rollout):
+        self.scenario, self.study, self.learner, self.config = scenario, study, learner, config
+        self.model_name, self.on_rollout = model_name, on_rollout
+
+    async def __call__(self, name: str, store: LibraryStore) -> float:
+        """The variant's libraries in ``store``; their cost, added to the study's spending (a
+        training stopped by the budget stops the study)."""
+        change, study = VARIANTS[name], self.study
+        cost, stopped = 0.0, None
+        if change == "direct":
+            learner = self.learner or study.client
+            cost = await _direct(self.scenario, learner, store, self.config, study.price, study.journal)
+        elif change is not None:
+            left = None if study.budget_usd is None else study.budget_usd - study.spent
+            config = ablated(self.config, change).model_copy(update={"budget_usd": left})
+            done = await train(
+                self.scenario, client=study.client, store=store, run_dir=store.path.parent / "run", config=config,
+                model_name=self.model_name, price=study.price, learner=self.learner, on_rollout=self.on_rollout,
+            )  # fmt: skip
+            cost, stopped = done.cost_usd, done.stopped
+        study.spent += cost
+        if stopped:
+            study.over()  # says so with the ablation's spending, not the variant's
+        return cost
 
 
 def planned_rollouts(scenario: Scenario, variant: str, train_config: TrainConfig, eval_config: EvalConfig) -> int:
@@ -108,18 +148,20 @@ def planned_rollouts(scenario: Scenario, variant: str, train_config: TrainConfig
     return total
 
 
-async def _direct(scenario: Scenario, client, store: LibraryStore, config: TrainConfig, price: Price) -> float:
-    """Ask each role's library outright for ``max_lessons`` lessons: no rollouts, no groups."""
-    if store.heads():
-        return 0.0  # done in an earlier, interrupted run of the same folder
-    meter = Meter()
+async def _direct(
+    scenario: Scenario, client, store: LibraryStore, config: TrainConfig, price: Price, journal: Journal
+) -> float:
+    """Ask each role's library outright for ``max_lessons`` lessons: no rollouts, no groups.
+    The calls are journaled: run again, they are read back (and their cost counted again),
+    and lessons the library already holds are not added twice."""
+    meter, done = Meter(), bool(store.heads())
     examples = "\n".join(f"- {t.question}" for t in scenario.tasks[:5])
 
     async def one(role):
         try:
             reply = await ask(
-                client, "direct", DirectLessons, meter=meter, seed=config.seed, temperature=config.learning_temperature,
-                max_tokens=200 + 60 * config.max_lessons,
+                Replayed(client, journal=journal, key=f"direct/{role.name}"), "direct", DirectLessons, meter=meter,
+                seed=config.seed, temperature=config.learning_temperature, max_tokens=200 + 60 * config.max_lessons,
                 system_role=role.name, system_description=role.description, system_count=config.max_lessons,
                 examples=examples,
             )  # fmt: skip
@@ -130,5 +172,6 @@ async def _direct(scenario: Scenario, client, store: LibraryStore, config: Train
         return apply(head, edits, provenance=Provenance(run="direct", epoch=0, step=0, stage="direct"))[0]
 
     versions = [v for v in await asyncio.gather(*(one(r) for r in scenario.roles)) if v is not None and v.edits]
-    store.commit(versions)
+    if not done:  # committed by an earlier, interrupted run of the same folder
+        store.commit(versions)
     return sum(stage_costs(meter.snapshot(), price).values())

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TypeVar
 
 from autogen_core.models import ChatCompletionClient
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from mas.config import EvalConfig
 from mas.errors import UserError
+from mas.journal import Journal
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve
+from mas.models.wrappers import Replayed
 from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
 from mas.team import run_rollout, start_gate
 from mas.types import Rollout, StageCount, Task, Version
+
+T = TypeVar("T", bound=BaseModel)
 
 
 class TaskScore(BaseModel):
@@ -63,26 +68,57 @@ async def evaluate(
     heads: dict[str, Version] | None,
     config: EvalConfig = EvalConfig(),
     on_task: Callable[[TaskScore], None] = lambda score: None,
+    journal: Journal | None = None,
+    key: str = "eval",
 ) -> EvalResult:
-    """Run k team rollouts on each held-out task; ``heads=None`` injects no library."""
+    """Run k team rollouts on each held-out task; ``heads=None`` injects no library.
+
+    With a ``journal`` (a study's), each rollout is recorded under ``key`` as it ends, and the
+    result once it is complete: run again, the evaluation reads back what was done, repeating
+    no finished model call (``Replayed``), and counts it as it was counted."""
+    if journal is not None and (done := journal.get("evaluation", key)) is not None:
+        result = _read_back(EvalResult, done, journal)
+        for score in result.tasks:
+            on_task(score)
+        return result
     budget = config.budget.model_copy(update={"tokenizer": resolve(config.budget.tokenizer, client)})
     config = config.model_copy(update={"budget": budget})
-    client, meter, starting = Limited(client, config.concurrency), Meter(), start_gate()
+    client, starting = Limited(client, config.concurrency), start_gate()
     heads = heads or {}
 
-    async def score(task: Task) -> TaskScore:
-        rollouts = await asyncio.gather(*(one(task, i) for i in range(config.k)))
-        result = _score(scenario, task, list(rollouts))
+    async def score(task: Task) -> tuple[TaskScore, list[Rollout]]:
+        rollouts = list(await asyncio.gather(*(one(task, i) for i in range(config.k))))
+        result = _score(scenario, task, rollouts)
         on_task(result)
-        return result
+        return result, rollouts
 
     async def one(task: Task, index: int) -> Rollout:
-        return await run_rollout(
-            scenario, task, index, client=client, heads=heads, settings=config.sampling("eval", task.id, index),
-            timeout=config.rollout_timeout, meter=meter, budget=config.budget, starting=starting,
+        at = f"{key}/{task.id}/{index}"
+        if journal is not None and (done := journal.get("rollout", at)) is not None:
+            return _read_back(Rollout, done, journal)
+        rollout = await run_rollout(
+            scenario, task, index, client=Replayed(client, journal=journal, key=at) if journal else client,
+            heads=heads, settings=config.sampling("eval", task.id, index), timeout=config.rollout_timeout,
+            meter=Meter(), budget=config.budget, starting=starting,
         )  # fmt: skip
+        if journal is not None:
+            await journal.record("rollout", at, rollout.model_dump(mode="json"))
+        return rollout
 
-    scores = list(await asyncio.gather(*(score(t) for t in scenario.held_out[: config.tasks])))
+    done = await asyncio.gather(*(score(t) for t in scenario.held_out[: config.tasks]))
+    result = _result(scenario, heads, config, [s for s, _ in done], [r for _, rs in done for r in rs])
+    if journal is not None:
+        await journal.record("evaluation", key, result.model_dump(mode="json"))
+    return result
+
+
+def _result(
+    scenario: Scenario, heads: dict[str, Version], config: EvalConfig, scores: list[TaskScore], rollouts: list[Rollout]
+) -> EvalResult:
+    """The estimates over tasks; the calls of the rollouts are added up in task order."""
+    meter = Meter()
+    for rollout in rollouts:
+        meter.add(rollout.calls)
     per_role = lambda field: {  # noqa: E731
         role: bootstrap([getattr(s, field)[role] for s in scores], seed=config.seed) for role in scenario.role_names
     }
@@ -96,6 +132,14 @@ async def evaluate(
         tasks=scores,
         calls=meter.snapshot(),
     )
+
+
+def _read_back(model: type[T], data: object, journal: Journal) -> T:
+    """A record of the journal, which is checked like any file read back."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise UserError(f"{journal.path}: a record that cannot be read back ({e.errors()[0]['msg']})") from None
 
 
 def _score(scenario: Scenario, task: Task, rollouts: list[Rollout]) -> TaskScore:

@@ -1,4 +1,6 @@
-"""Training reports: one or more run directories to a Markdown report with PNG plots.
+"""Reports: one or more run directories (training runs or studies) to a Markdown report with
+PNG plots. A study renders as a training run does (``mas.studies.study_report``); the plots are
+of the training runs (an ablation's variants among them).
 
 Reads only what a run leaves behind (``run.json``, ``journal.jsonl``, the library file and
 its promotions log) and never changes it. A run's history comes from its own library versions
@@ -24,6 +26,9 @@ from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.paths import atomic_write
 from mas.redact import redact
+from mas.runs import KINDS, kind_of
+from mas.studies import study_report
+from mas.studies.study_report import Study
 from mas.types import GLOBAL, PromotionMove, Rollout, StepReport, Version
 
 HEADING = "# Training report"
@@ -57,22 +62,46 @@ def write_report(run_dirs: list[Path], out_dir: Path) -> Path:
     """Write ``report.md`` and its PNG plots for ``run_dirs`` into ``out_dir``; return the report."""
     if not run_dirs:
         raise UserError("report: name at least one run directory")
-    runs = [_load(Path(d)) for d in run_dirs]
+    runs = [r for d in run_dirs for r in _load_all(Path(d))]
+    labels = [r.label for r in runs]
     for i, run in enumerate(runs):
-        if [r.path.name for r in runs].count(run.path.name) > 1:
-            run.label = f"{run.path.name} ({i + 1})"
+        if labels.count(run.label) > 1:
+            run.label = f"{run.label} ({i + 1})"
     _check_output(out_dir, runs)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"{out_dir}: cannot make the report folder ({e.strerror or e})") from None
+    trained = [r for r in runs if isinstance(r, Run)]
     for name, draw in zip(PLOTS, (_plot_reward, _plot_library, _plot_tools, _plot_promotions)):
-        png = io.BytesIO()
-        draw(runs).savefig(png, format="png", dpi=110)
-        atomic_write(out_dir / f"{name}.png", png.getvalue())
+        if trained:  # a study alone has no epochs to plot
+            png = io.BytesIO()
+            draw(trained).savefig(png, format="png", dpi=110)
+            atomic_write(out_dir / f"{name}.png", png.getvalue())
     path = out_dir / "report.md"
     atomic_write(path, redact(_markdown(runs)))
     return path
+
+
+def _load_all(path: Path) -> list[Run | Study]:
+    """The run in ``path``: a training run, or a study (an ablation with its variants' runs)."""
+    settings_path = path / "run.json"
+    if not settings_path.is_file() or not (path / "journal.jsonl").is_file():
+        raise UserError(f"{path}: not a training run or study (no run.json or journal.jsonl)")
+    try:
+        settings = json.loads(settings_path.read_text(encoding="utf-8"))
+        kind = kind_of(settings) if isinstance(settings, dict) else None
+    except (ValueError, OSError, RecursionError):
+        kind = None
+    if kind == "train":
+        return [_load(path)]
+    if kind not in KINDS:
+        raise UserError(f"{path}: not a readable training run or study (bad run.json)")
+    study = study_report.load(path, settings)
+    variants = [_load(p) for p in study_report.variant_runs(study)]
+    for run in variants:  # an ablation's variant: its folder's name
+        run.label = f"{path.name}/{run.path.parent.name}"
+    return [study, *variants]
 
 
 def _check_output(out_dir: Path, runs: list[Run]) -> None:
@@ -80,7 +109,7 @@ def _check_output(out_dir: Path, runs: list[Run]) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir}: not a folder (--output names the report folder)")
     theirs = {p.resolve() for r in runs for p in (r.path / "run.json", r.path / "journal.jsonl")}
-    theirs |= {p.resolve() for r in runs for p in SideFiles(Path(r.settings["library"])).owned()}
+    theirs |= {p.resolve() for r in runs if isinstance(r, Run) for p in SideFiles(Path(r.settings["library"])).owned()}
     for name in [*(f"{n}.png" for n in PLOTS), "report.md"]:
         if (out_dir / name).resolve() in theirs:
             raise UserError(f"{out_dir / name}: a file of a run or of its library; choose another --output")
@@ -310,8 +339,9 @@ def _abbrev(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _markdown(runs: list[Run]) -> str:
-    parts = [HEADING, "", "Runs: " + ", ".join(f"`{r.label}`" for r in runs), ""]
+def _markdown(everything: list[Run | Study]) -> str:
+    parts = [HEADING, "", "Runs: " + ", ".join(f"`{r.label}`" for r in everything), ""]
+    runs = [r for r in everything if isinstance(r, Run)]
     if len(runs) > 1:
         header = [
             "run",
@@ -324,8 +354,10 @@ def _markdown(runs: list[Run]) -> str:
             "wall seconds",
         ]
         parts += ["## Comparison", "", *_table(header, [_comparison(r) for r in runs]), ""]
-    parts += ["## Plots", ""] + [f"### {title}\n\n![{title}]({name}.png)\n" for name, title in PLOTS.items()]
-    return "\n".join(parts + [line for run in runs for line in _run_section(run)])
+    parts += ["## Plots", ""] + [f"### {title}\n\n![{title}]({name}.png)\n" for name, title in PLOTS.items() if runs]
+    parts += [] if runs else ["_No training runs: nothing to plot._", ""]
+    sections = [_run_section(r) if isinstance(r, Run) else study_report.section(r, _table) for r in everything]
+    return "\n".join(parts + [line for section in sections for line in section])
 
 
 def _run_section(run: Run) -> list[str]:
@@ -354,6 +386,9 @@ def _run_section(run: Run) -> list[str]:
         "seconds",
     ]
     out += _table(header, [_epoch_row(run, e) for e in run.epochs]) if run.steps else ["_No finished steps._"]
+    out += ["", "### Refused and failed, per step", ""]
+    kinds = [[str(s.epoch), str(s.step), *study_report.by_kind(s)] for s in run.steps]
+    out += _table(["epoch", "step", "refused", "failed"], kinds) if kinds else ["_None._"]
     out += ["", "### Promotions and demotions", ""]
     out += [
         f"- epoch {epoch}: {m.kind} “{_abbrev(m.text, 100)}” (roles: {', '.join(m.roles) or 'none'})"

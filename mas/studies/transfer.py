@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from itertools import product
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas.config import EvalConfig
+from mas.cost import Price
 from mas.library import evidence
 from mas.scenario import Scenario
-from mas.studies.evaluate import EvalResult, evaluate
+from mas.studies import job
+from mas.studies.evaluate import EvalResult
 from mas.studies.stats import paired
 from mas.types import UsageEvent, Version
 
@@ -49,6 +53,9 @@ class TransferResult(BaseModel):
     cells: list[Cell]
     source: str = "run"
     """``run`` (a dedicated evaluation) or ``trials`` (the training run's randomized evidence)."""
+    cost_usd: float = 0.0
+    stopped: str | None = None
+    """Why the study ended before its last cell (its budget), or None."""
 
 
 def from_trials(
@@ -75,35 +82,68 @@ async def transfer(
     client: ChatCompletionClient,
     heads: dict[str, Version],
     config: EvalConfig = EvalConfig(),
+    run_dir: Path | None = None,
+    model_name: str = "",
+    library: Path | None = None,
+    price: Price = Price(),
     on_run: Callable[[str], None] = lambda label: None,
     on_task: Callable[[], None] = lambda: None,
 ) -> TransferResult:
     """The matrix by evaluation runs (``planned_runs`` of them); ``on_run`` is told of each as
-    it starts, ``on_task`` of each task it scores."""
-    roles = scenario.role_names
+    it starts, ``on_task`` of each task it scores. With a ``run_dir`` the study is a journaled
+    job (``mas.studies.job``) recording ``library`` (the file of ``heads``) and ``model_name``;
+    ``config.budget_usd`` stops it, with the cells done so far, once it is spent."""
+    journal = None
+    if run_dir is not None:
+        settings = recorded(scenario, heads, config, model_name=model_name, library=library)
+        journal = job.open_journal(run_dir, settings)
+    study = job.Study(
+        scenario, client=client, journal=journal, price=price, budget_usd=config.budget_usd,
+        on_task=lambda score: on_task(),
+    )  # fmt: skip
 
-    async def run(label: str, injected: dict[str, Version]) -> EvalResult:
+    async def run(key: str, label: str, injected: dict[str, Version]) -> EvalResult | None:
         on_run(label)
-        return await evaluate(scenario, client=client, heads=injected, config=config, on_task=lambda s: on_task())
+        return await study.evaluate(key, injected, config)
 
-    base = await run("current libraries", heads)
-    cells = []
-    for a in roles:
-        lessons = heads[a].lessons if a in heads else []
-        for b in roles:
-            if not lessons:  # nothing to inject: no run needed
-                cells.append(Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0))
-                continue
-            if a == b:
-                with_, without = (
-                    base,
-                    await run(f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)}),
-                )
-            else:
-                with_, without = await run(f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)}), base
-            d = paired(with_.per_task(), without.per_task(), seed=config.seed)
-            cells.append(Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high))
-    return TransferResult(baseline=base.mean_at_k.value, tasks=len(base.tasks), k=config.k, cells=cells)
+    base = await run("current", "current libraries", heads)
+    cells: list[Cell] = []
+    for a, b in product(scenario.role_names, repeat=2) if base is not None else []:
+        cell = await _cell(run, heads, a, b, base, seed=config.seed)
+        if cell is None:  # the budget is spent
+            break
+        cells.append(cell)
+    baseline, tasks = (base.mean_at_k.value, len(base.tasks)) if base is not None else (0.0, 0)
+    return TransferResult(
+        baseline=baseline, tasks=tasks, k=config.k, cells=cells, cost_usd=study.spent, stopped=study.stopped
+    )
+
+
+async def _cell(run, heads: dict[str, Version], a: str, b: str, base: EvalResult, *, seed: int) -> Cell | None:
+    """Cell (A, B): B with A's lessons added against the current libraries, or, on the
+    diagonal, A with its lessons against A without them. None when its run was not made."""
+    lessons = heads[a].lessons if a in heads else []
+    if not lessons:  # nothing to inject: no run needed
+        return Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0)
+    if a == b:
+        other = await run(f"{b}-", f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)})
+        with_, without = base, other
+    else:
+        other = await run(f"{a}>{b}", f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)})
+        with_, without = other, base
+    if other is None:
+        return None
+    d = paired(with_.per_task(), without.per_task(), seed=seed)
+    return Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high)
+
+
+def recorded(
+    scenario: Scenario, heads: dict[str, Version], config: EvalConfig, *, model_name: str, library: Path | None
+) -> dict:
+    """What the ``run.json`` of a transfer study records (``job.settings``)."""
+    return job.settings(
+        "transfer", scenario, model=model_name, config=config, libraries={"library": job.library(library, heads)}
+    )
 
 
 def planned_runs(roles: list[str], heads: dict[str, Version]) -> int:

@@ -1,0 +1,146 @@
+"""The run flags: the options that govern model calls, declared once here and given, with the
+same defaults, to every command that calls a model (``train``, ``eval``, ``ablate``,
+``transfer``, ``promote``) by the ``run_flags`` decorator:
+
+    @app.command("eval")
+    @run_flags
+    def eval_command(scenario: ScenarioArg = None, ..., run: RunFlags = None) -> None:
+        async with run.open(clients) as (client, learner): ...
+
+The command gets them as one ``RunFlags`` in its parameter ``run``. A flag added to ``FLAGS``
+(and to ``RunFlags``) joins every such command at once; ``tests/test_run_flags.py`` checks that
+each command that calls a model has all of them, and that no command reaches a model another
+way.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+
+from mas.cli.options import given, option
+from mas.cli.sources import LearnerConfig, ModelConfig, Models, Reasoning, Trust, models
+from mas.cli.tracking import Track
+from mas.config import RolloutConfig
+
+if TYPE_CHECKING:
+    from mas.cost import Price
+
+LOCAL = "local"
+"""The model when none is given: the embedded SmolLM2-135M."""
+Executor = Literal["local"]
+"""Where rollouts run: ``local``, in this process (another executor will join here)."""
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """The run flags as a command gets them; None for a flag left out (its default applies)."""
+
+    model: str | None
+    """``--model``: None when not given (``spec`` is then the embedded model)."""
+    base_url: str | None
+    api_key: str | None
+    model_config: Path | None
+    learner_config: Path | None
+    trust: list[str] | None
+    """``--trust``: modules a team or model config file may name, besides autogen's and mas's."""
+    reasoning: bool | None
+    concurrency: int | None
+    call_timeout: float | None
+    retries: int | None
+    budget_usd: float | None
+    prices: Path | None
+    executor: Executor
+    track: str | None
+    """``--track``: ``mlflow`` to log the run (``mas.cli.tracking``), else None."""
+
+    @property
+    def spec(self) -> str:
+        return self.model or LOCAL
+
+    @property
+    def chosen(self) -> bool:
+        """Whether a model was named (``--model`` or ``--model-config``)."""
+        return self.model is not None or self.model_config is not None
+
+    def limits(self) -> dict:
+        """The settings fields they give (``RolloutConfig``'s), for ``options.settings``."""
+        names = ("concurrency", "call_timeout", "retries", "budget_usd")
+        return {name: getattr(self, name) for name in names}
+
+    def clients(self) -> Models:
+        """The clients to open, their config files read and checked now (before anything is written)."""
+        return models(
+            self.spec, model_config=self.model_config, learner_config=self.learner_config, reasoning=self.reasoning,
+            call_timeout=self.call_timeout, retries=self.retries, trust=self.trust,
+        )  # fmt: skip
+
+    def open(self, clients: Models):
+        """``async with run.open(clients) as (client, learner)``: ``learner`` is None without
+        ``--learner-config``."""
+        return clients.open(
+            base_url=self.base_url, api_key=self.api_key, call_timeout=self.call_timeout, retries=self.retries,
+            reasoning=self.reasoning,
+        )  # fmt: skip
+
+    def price(self, clients: Models) -> Price:
+        from mas.cost import price_for
+
+        return price_for(clients.label, self.prices)
+
+
+FLAGS = {
+    "model": (
+        str | None,
+        typer.Option(LOCAL, "--model", callback=given, help="local (embedded SmolLM2-135M), openai:MODEL, or fake."),
+    ),
+    "base_url": (Annotated[str | None, typer.Option(help="OpenAI-compatible base URL (or MAS_BASE_URL).")], None),
+    "api_key": (
+        Annotated[str | None, typer.Option(help="API key (or OPENAI_API_KEY).", show_default=False)],
+        None,
+    ),
+    "model_config": (ModelConfig, None),
+    "learner_config": (LearnerConfig, None),
+    "trust": (Trust, None),
+    "reasoning": (Reasoning, None),
+    "concurrency": (int | None, option(RolloutConfig, "concurrency")),
+    "call_timeout": (float, option(RolloutConfig, "call_timeout")),
+    "retries": (int, option(RolloutConfig, "retries")),
+    "budget_usd": (float | None, option(RolloutConfig, "budget_usd")),
+    "prices": (
+        Annotated[Path | None, typer.Option(help="Price table (TOML).", show_default="the shipped examples")],
+        None,
+    ),
+    "executor": (
+        Executor,
+        typer.Option("local", help="Where rollouts run: local (this process)."),
+    ),
+    "track": (Track, None),
+}
+"""Each run flag: its type and its default (a ``typer.Option``, or the value of an annotated one)."""
+assert list(FLAGS) == [f.name for f in fields(RunFlags)]
+
+
+def run_flags(command):
+    """``command`` with the run flags as options after its own, given to it as one
+    ``RunFlags`` in its parameter ``run``."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "run"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+        for name, (kind, default) in FLAGS.items()
+    ]
+
+    @functools.wraps(command)
+    def with_flags(**values):
+        run = RunFlags(**{name: values.pop(name) for name in FLAGS})
+        return command(**values, run=run)
+
+    with_flags.__signature__ = signature.replace(parameters=[*own, *added])
+    with_flags.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
+    return with_flags

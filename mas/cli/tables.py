@@ -1,0 +1,83 @@
+"""The tables ``mas eval``, ``transfer`` and ``ablate`` print (or their JSON), with how a
+study stopped early and the run folder that holds it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mas.cli.commands import err, out
+
+
+def print_eval(spec, results, *, labels, config, price, stopped, run_dir, as_json: bool) -> None:
+    from rich.table import Table
+
+    from mas.cost import stage_costs
+    from mas.studies.evaluate import compare
+
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
+        if stopped:
+            err.print(f"stopped early: {stopped}", markup=False, highlight=False)
+        return
+    table = Table("", *labels)
+    table.add_row("injected", *(r.library for r in results))
+    table.add_row(f"Mean@{config.k}", *(str(r.mean_at_k) for r in results))
+    table.add_row(f"Pass@{config.k}", *(str(r.pass_at_k) for r in results))
+    table.add_row("vs none (paired)", "", *(str(compare(r, results[0], seed=config.seed)) for r in results[1:]))
+    for role in spec.role_names:
+        table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
+    for role in spec.role_names:
+        table.add_row(f"tokens, {role}", *(r.tokens[role].format(".0f") for r in results))
+    if price.known:
+        table.add_row("cost $", *(f"{sum(stage_costs(r.calls, price).values()):.4f}" for r in results))
+    out.print(table)
+    tasks = len(results[0].tasks) if results else 0
+    out.print(f"{tasks} held-out tasks ({spec.split}), k={config.k}; per rollout; [95% bootstrap interval over tasks]")
+    if stopped:
+        out.print(f"stopped early: {stopped}", markup=False, highlight=False)
+    out.print(f"run in {run_dir}", markup=False, highlight=False)
+
+
+def print_transfer(roles: list[str], result, *, as_json: bool, run_dir: Path | None = None, price=None) -> None:
+    from rich.table import Table
+
+    if as_json:
+        print(result.model_dump_json(indent=1))
+        return
+    title = (
+        f"success-rate change when shown, from transfer trials over {result.tasks} tasks, 95% CI"
+        if result.source == "trials"
+        else f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI"
+    )
+    table = Table("lessons of \\ into", *roles, title=title)
+    for a in roles:
+        cells = {c.target: c for c in result.cells if c.source == a}
+        shown = (cells.get(b) for b in roles)
+        table.add_row(a, *(f"{c.delta:+.2f} [{c.low:+.2f},{c.high:+.2f}]" if c else "-" for c in shown))
+    out.print(table)
+    if price is not None and price.known:
+        out.print(f"cost $ {result.cost_usd:.4f}", markup=False, highlight=False)
+    if result.stopped:
+        out.print(f"stopped early: {result.stopped}", markup=False, highlight=False)
+    if run_dir is not None:
+        out.print(f"run in {run_dir}", markup=False, highlight=False)
+
+
+def print_ablation(spec, done, *, tasks: int, test_tasks: int, k: int, run_dir: Path, as_json: bool) -> None:
+    from rich.table import Table
+
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in done.rows], indent=1))
+        if done.stopped:
+            err.print(f"stopped early: {done.stopped}", markup=False, highlight=False)
+        return
+    title = f"{spec.name}: {tasks} training tasks, {test_tasks} held-out"
+    table = Table("variant", f"Mean@{k}", "vs no library (paired)", "lessons", "cost $", title=title)
+    for r in done.rows:
+        delta = "" if r.variant == "no library" else str(r.delta)
+        table.add_row(r.variant, str(r.mean_at_k), delta, str(r.lessons), f"{r.cost_usd:.4f}")
+    out.print(table)
+    if done.stopped:
+        out.print(f"stopped early: {done.stopped}", markup=False, highlight=False)
+    out.print(f"run in {run_dir}", markup=False, highlight=False)
