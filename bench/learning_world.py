@@ -27,8 +27,8 @@ words):
 - false promotions in the null world (every effect zero, confounds on), over 20 seeds;
 - epochs until a harmful private lesson, planted in the solver's library at the start, leaves.
 
-Goals: share >= 0.8, precision >= 0.9, recall >= 0.8, false promotions in <= 5% of null-world
-seeds, the harmful lesson gone within 2 epochs.
+Goals (issue 26): share >= 0.95, precision >= 0.95, recall >= 0.70, false promotions in <= 1
+of 20 null-world seeds, the harmful lesson gone within 2 epochs.
 
 Printed beside recall: the recall reachable with each run's own evidence, that is the planted
 cross-role lessons that mas's estimate, tested once at the end of the run and knowing every twin,
@@ -782,7 +782,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 24 and 20")
     parser.add_argument("--more-data", action="store_true", help="also mas with 80 tasks, and with groups of 8")
     parser.add_argument("--workers", type=int, default=CORES, help="runs in parallel (one seed each)")
-    parser.add_argument("--variants", action="store_true", help="also the variants of mas tried for issue 26")
+    parser.add_argument(
+        "--variants", action="store_true", help="also the variants of mas tried for issue 26 (no old rule)"
+    )
     parser.add_argument("--no-today", action="store_true", help=f"leave out today's rule (commit {today_rule.TODAY})")
     hard = parser.add_argument_group("the hard world (bench/hard_world.py), beside today's (mas only, no old rule)")
     hard.add_argument("--hard", action="store_true", help="every feature on, one row per judge error")
@@ -797,7 +799,7 @@ def main() -> int:
     if args.quick:
         extra = [a._replace(seeds=min(a.seeds or 4, 4)) for a in extra]
     variants = [Arm(name, variant=name) for name in VARIANTS] if args.variants else []
-    arms = variants + ([ARMS[0]] if extra else ARMS) + (MORE_DATA if args.more_data else []) + extra
+    arms = variants + ([ARMS[0]] if extra or variants else ARMS) + (MORE_DATA if args.more_data else []) + extra
     started = time.perf_counter()
     seeds = {arm: range(arm.seeds) if arm.seeds else planted_seeds for arm in arms}
     jobs = [(arm, s, False) for arm in arms for s in seeds[arm]]
@@ -829,10 +831,10 @@ def main() -> int:
             print(f"  {label:<18} {tests}")
     mine = table[ARMS[0].label]
     goals = [
-        ("share of achievable gain >= 0.8", mine["share"] >= 0.8),
-        ("promotion precision >= 0.9", mine["precision"] >= 0.9),
-        ("promotion recall >= 0.8", mine["recall"] >= 0.8),
-        ("false promotions in <= 5% of null seeds", mine["null"] <= 0.05 * mine["nulls"]),
+        ("share of achievable gain >= 0.95", mine["share"] >= 0.95),
+        ("promotion precision >= 0.95", mine["precision"] >= 0.95),
+        ("promotion recall >= 0.70", mine["recall"] >= 0.70),
+        ("false promotions in <= 1 of 20 null seeds", mine["null"] <= 0.05 * mine["nulls"]),
         ("harmful lesson gone within 2 epochs", mine["harmful"] <= 2),
     ]
     world = World(0)
