@@ -30,6 +30,7 @@ from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import text_problem
 from mas.meter import Meter
 from mas.paths import regular_file
+from mas.redact import redact_data
 from mas.types import Equivalence, Lesson
 
 _WORD = re.compile(r"[a-z0-9']+")
@@ -219,7 +220,7 @@ class Judge:
                 continue  # a torn or damaged line: that pair is judged again (the log is a cache)
 
     def _append(self, key: str, a: str, b: str, verdict: Equivalence) -> None:
-        line = {"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")}
+        line = redact_data({"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
