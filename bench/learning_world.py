@@ -27,8 +27,8 @@ words):
 - false promotions in the null world (every effect zero, confounds on), over 20 seeds;
 - epochs until a harmful private lesson, planted in the solver's library at the start, leaves.
 
-Goals: share >= 0.8, precision >= 0.9, recall >= 0.8, false promotions in <= 5% of null-world
-seeds, the harmful lesson gone within 2 epochs.
+Goals (issue 26): share >= 0.95, precision >= 0.95, recall >= 0.70, false promotions in <= 1
+of 20 null-world seeds, the harmful lesson gone within 2 epochs.
 
 Printed beside recall: the recall reachable with each run's own evidence, that is the planted
 cross-role lessons that mas's estimate, tested once at the end of the run and knowing every twin,
@@ -83,17 +83,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hard_lessons
+import today_rule
 from hard_world import HARD, JUDGES, HardWorld, Switches
 
-from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
-from mas.library import evidence, promotion
+from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig, ablated
+from mas.library import evidence, hierarchy, promotion
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request, shown
 from mas.scenario import Scenario, load_role
 from mas.train import train
-from mas.types import GLOBAL, Lesson, PromotionMove, Task, Version
+from mas.types import GLOBAL, Effect, Lesson, PromotionMove, Task, Version
 
 ROLES = ("planner", "solver", "verifier")
 BASE = 0.1
@@ -465,8 +466,8 @@ class Outcome:
     """The epoch after which the planted harmful lesson had left the solver's library (1-based)."""
     judging: float = 0.0
     """Equivalence judgements (model calls) per training step, with the promotion passes'."""
-    reachable: dict[float, int] = field(default_factory=dict)
-    """Level -> planted cross-role lessons that one test at that level, on the evidence the
+    reachable: dict[str, int] = field(default_factory=dict)
+    """Test -> planted cross-role lessons that one test at that level, on the evidence the
     run gathered and knowing every twin, would have found helping each of their roles."""
     cross: frozenset[str] = frozenset()
     """The world's cross-role lessons (the hard world's from its own truth at the end)."""
@@ -485,12 +486,15 @@ def run(
     epochs: int = 3,
     group_size: int = 5,
     hard: Switches | None = None,
+    settings: dict | None = None,
 ) -> Outcome:
-    """One seed of today's world, or of the hard world (``bench/hard_world.py``) with ``hard``'s switches."""
+    """One seed of today's world, or of the hard world (``bench/hard_world.py``) with ``hard``'s
+    switches; ``settings``: changes to mas's training settings (``mas.config.ablated``)."""
+    config = ablated(TrainConfig(epochs=epochs, seed=seed, group_size=group_size), settings or {})
     with tempfile.TemporaryDirectory(prefix="world-") as folder:
         if hard is not None:
-            return _run_hard(Path(folder), seed, replace(hard, null=null), tasks, epochs, group_size)
-        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, epochs=epochs, group_size=group_size)
+            return _run_hard(Path(folder), seed, replace(hard, null=null), tasks, config)
+        return _run(Path(folder), seed, null=null, old=old, tasks=tasks, config=config)
 
 
 def _start(folder: Path, text: str) -> LibraryStore:
@@ -500,12 +504,11 @@ def _start(folder: Path, text: str) -> LibraryStore:
     return store
 
 
-def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: int, group_size: int) -> Outcome:
+def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, config: TrainConfig) -> Outcome:
     world = World(seed, null=null)
     train_scenario = scenario(world, tasks, seed=seed)
     held = scenario(world, 200, seed=seed + 10_000, prefix="h").tasks
     store = _start(folder, HARMFUL.texts[0])
-    config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
     if old:
         config = config.model_copy(
             update={"exposure": ExposurePolicy(off=True), "promotion": PromotionPolicy(cadence="off")}
@@ -545,14 +548,13 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, epochs: 
     )
 
 
-def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, epochs: int, group_size: int) -> Outcome:
-    """One seed of the hard world at mas's defaults; its truth is the world's own."""
-    world = HardWorld(seed, switches, epochs=epochs, group_size=group_size)
+def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: TrainConfig) -> Outcome:
+    """One seed of the hard world; its truth is the world's own."""
+    world = HardWorld(seed, switches, epochs=config.epochs, group_size=config.group_size)
     rows = [Task(id=i, question=q, answer=a) for i, q, a in world.make_tasks(tasks, seed=seed)]
     held = [q for _, q, _ in world.make_tasks(200, seed=seed + 10_000, prefix="h")]
     train_scenario = Scenario("world", [load_role(r) for r in ROLES], rows, "numeric", test_tasks=[])
     store = _start(folder, hard_lessons.HARMFUL.texts[0])
-    config = TrainConfig(epochs=epochs, seed=seed, group_size=group_size)
     client = FakeClient(world.respond, record=False)
     result = asyncio.run(train(train_scenario, client=client, store=store, run_dir=folder / "run", config=config))
     judging = sum(s.calls["equivalence"].calls for s in result.steps if "equivalence" in s.calls) / len(result.steps)
@@ -587,22 +589,21 @@ def _bad_merges(store: LibraryStore, moves: list[PromotionMove], key) -> int:
     )
 
 
-LEVELS = (evidence.spent(0.05, 3), 0.05)
-"""The levels of the reachable bound: that of mas's third look (alpha spent across three
-looks), and all of alpha at one look."""
+REACHABLE = ("e-value", "one t test")
+"""The tests of the reachable bound: mas's own (the e-value reaching 1/alpha), and a single
+t test at the end with all of alpha (0.05, one-sided) spent on it."""
 
 
-def reachable(world: World, store: LibraryStore, levels: tuple[float, ...] = LEVELS) -> dict[float, int]:
+def reachable(world: World, store: LibraryStore) -> dict[str, int]:
     """How many planted cross-role lessons the run's own randomized evidence shows helping
-    every one of their roles, by one test at each level with the world's knowledge of twins
-    (every paraphrase of a lesson, in any library, counted as one treatment), after the run.
+    every one of their roles, with the world's knowledge of twins (every paraphrase of a
+    lesson, in any library, counted as one treatment), after the run: by mas's own test, and
+    by one t test at the end at 0.05.
 
-    It is what mas's estimate, tested once at the end of the run, could show with the data the
-    run gathered; mas tests it at three looks, the third at ``LEVELS[0]``, and must find the
-    twins itself. A lesson this test misses at 0.05, all of alpha at one look, is one that no
-    single test of this estimate at mas's alpha could promote from these data. (An early look
-    can still pass a lesson whose effect the later, fuller libraries wear down, so the bound
-    holds on average, not seed by seed.)"""
+    It is what mas's evidence could show with the data the run gathered, had it found every
+    twin itself. A lesson the t test misses is one that no single test of this estimate at
+    0.05 could promote from these data. (An early look can still pass a lesson whose effect the
+    later, fuller libraries wear down, so the bound holds on average, not seed by seed.)"""
     twins = {}
     for library in store.libraries():
         for lesson in (l for version in store.versions(library) for l in version.lessons):
@@ -610,17 +611,61 @@ def reachable(world: World, store: LibraryStore, levels: tuple[float, ...] = LEV
             if key in CROSS_ROLE and not negated:
                 twins[lesson.id] = key
     tallies = evidence.contrasts(SideFiles(store.path).usage, classes=twins)  # a defaultdict
-    least = PromotionPolicy().min_tasks
+    policy = PromotionPolicy()
 
-    def helps(role: str, key: str, level: float) -> bool:
-        e = evidence.effect_of(role, key, tallies[(role, key)], level)
-        return e.tasks >= least and e.lcb > 0
+    def helps(role: str, key: str, test: str) -> bool:
+        e = evidence.effect_of(role, key, tallies[(role, key)], 0.05)
+        return promotion.helps(e, policy) if test == REACHABLE[0] else e.tasks >= policy.min_tasks and e.lcb > 0
 
     cross = [p for p in PLANTED if p.key in CROSS_ROLE]
     return {
-        level: sum(all(helps(role, p.key, level) for role, v in p.effect.items() if v > 0) for p in cross)
-        for level in levels
+        test: sum(all(helps(role, p.key, test) for role, v in p.effect.items() if v > 0) for p in cross)
+        for test in REACHABLE
     }
+
+
+def coverage(world: World, store: LibraryStore, questions: dict[str, str]) -> list[tuple[Effect, float]]:
+    """Each (role, lesson) estimate of the run's end with at least five tasks, beside the
+    world's exact truth for it: in every group where its showing to the role was randomized,
+    the mean over the group's rollouts of the chance of success with the lesson (and its twins)
+    in the role's prompt minus that without, the groups weighed as the estimate weighs them
+    (n_shown * n_hidden / n). ``questions`` maps a task id to its question."""
+    policy = PromotionPolicy()
+    lineage, twins = hierarchy.lineage(store), hierarchy.classes(store, policy)
+    texts = {l.id: l.text for name in store.libraries() for v in store.versions(name) for l in v.lessons}
+    unit = lambda lesson: twins.get(evidence._current(lesson, lineage), evidence._current(lesson, lineage))  # noqa: E731
+    members: dict[str, set[str]] = {}
+    for lesson in texts:
+        members.setdefault(unit(lesson), set()).add(texts[lesson])
+    truth: dict[tuple[str, str], list[float]] = {}
+    for _, step in SideFiles(store.path).usage.steps():
+        rollouts: dict[tuple, dict[str, list[str]]] = {}
+        groups: dict[tuple, list] = {}
+        for e in step:
+            rollouts.setdefault((e.task_id, e.rollout), {})[e.role] = [texts[i] for i in e.shown if i in texts]
+            if e.randomized:
+                groups.setdefault((e.task_id, e.role), []).append(e)
+        for (task, role), events in groups.items():
+            for u in {unit(i) for i in events[0].randomized}:
+                shown = sum(any(unit(i) == u for i in e.shown) for e in events)
+                if not 0 < shown < len(events):
+                    continue
+                gaps = []
+                for e in events:
+                    prompts = rollouts[(task, e.rollout)]
+                    without = [t for t in prompts[role] if t not in members[u]]
+                    on = world.success(questions[task], {**prompts, role: without + sorted(members[u])})
+                    gaps.append(on - world.success(questions[task], {**prompts, role: without}))
+                weight = shown * (len(events) - shown) / len(events)
+                sums = truth.setdefault((role, u), [0.0, 0.0])
+                sums[0] += weight * sum(gaps) / len(gaps)
+                sums[1] += weight
+    estimates = evidence.estimate(SideFiles(store.path).usage, lineage=lineage, classes=twins)
+    return [
+        (estimates[key], total / weight)
+        for key, (total, weight) in truth.items()
+        if key in estimates and estimates[key].tasks >= 5
+    ]
 
 
 def _harmful_gone(store: LibraryStore) -> int | None:
@@ -642,9 +687,20 @@ class Arm(NamedTuple):
     """The hard world's switches (``bench/hard_world.py``); None: today's world."""
     seeds: int | None = None
     """Planted seeds of this arm, when not the run's default."""
+    variant: str = ""
+    """A name of ``VARIANTS``: settings that differ from mas's defaults."""
 
 
 ARMS = [Arm("randomized (mas)"), Arm("old rule", old=True)]
+VARIANTS: dict[str, dict] = {
+    "e-values, settled to all": {"exposure": {"retest": 0.3, "trials": 3}, "promotion": {"max_tasks": 100}},
+    "e-values, all at 1/2": {"exposure": {"trials": 3}, "promotion": {"max_tasks": 100}},
+    "e-values, all at 1/2, 8 trials": {"promotion": {"max_tasks": 100}},
+}
+"""The variants tried for issue 26 (``--variants``), each as its changes to mas's settings
+(``mas.config.ablated``), in the order they were tried: e-values checked after every step with
+settled lessons shown to all in 70% of the groups and 3 transfer trials; every lesson kept at
+one half; 8 trials; and mas's defaults (idle lessons pruned after 20 tasks)."""
 MORE_DATA = [Arm("mas, 80 tasks", tasks=80), Arm("mas, groups of 8", group_size=8)]
 """What more data buys, at the same settings otherwise (``--more-data``): twice the tasks an
 epoch, or groups of 8 rollouts instead of 5."""
@@ -655,7 +711,10 @@ FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
 
 def _job(job: tuple[Arm, int, bool]) -> Outcome:
     arm, seed, null = job
-    return run(seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard)
+    settings = VARIANTS.get(arm.variant, {})
+    return run(
+        seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard, settings=settings
+    )
 
 
 def hard_arms(args: argparse.Namespace) -> list[Arm]:
@@ -691,8 +750,8 @@ def summarize(outcomes: list[Outcome], nulls: list[Outcome], old: bool) -> dict:
         "promoted": len(promoted),
         "judging": statistics.fmean(o.judging for o in outcomes + nulls),
         "reachable": {
-            level: statistics.fmean(o.reachable[level] / len(o.cross) for o in outcomes)
-            for level in (() if old or not outcomes[0].reachable else LEVELS)
+            test: statistics.fmean(o.reachable[test] / len(o.cross) for o in outcomes)
+            for test in (() if old or not outcomes[0].reachable else REACHABLE)
         },
         "seeds": len(outcomes),
     }
@@ -704,13 +763,17 @@ def print_table(table: dict[str, dict]) -> None:
         f" {'harmful gone by epoch':>22} {'seeds w/ harm left':>19} {'bad merges left':>16} {'judge calls/step':>17}"
     )
     for label, row in table.items():
+        if isinstance(row, str):  # a row that could not run, and why
+            print(f"{label:<24} {row}")
+            continue
         harmful = "never" if row["harmful"] == 99 else str(row["harmful"])
         recall = f"{row['recall']:.2f} +- {row['se']:.2f}"
         null = f"{row['null']}/{row['nulls']} ({row['null'] / row['nulls']:.0%})"
-        left = f"{row['left']}/{row['seeds']}"
+        left = f"{row['left']}/{row['seeds']}" if "left" in row else "n/a"
+        judging = f"{row['judging']:.1f}" if "judging" in row else "n/a"
         print(
             f"{label:<24} {row['seeds']:>5} {row['share']:>6.2f} {row['precision']:>10.2f} {recall:>12} {null:>24}"
-            f" {harmful:>22} {left:>19} {row['merges']:>16} {row['judging']:>17.1f}"
+            f" {harmful:>22} {left:>19} {row.get('merges', 'n/a'):>16} {judging:>17}"
         )
 
 
@@ -719,6 +782,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="4 planted and 8 null seeds instead of 24 and 20")
     parser.add_argument("--more-data", action="store_true", help="also mas with 80 tasks, and with groups of 8")
     parser.add_argument("--workers", type=int, default=CORES, help="runs in parallel (one seed each)")
+    parser.add_argument(
+        "--variants", action="store_true", help="also the variants of mas tried for issue 26 (no old rule)"
+    )
+    parser.add_argument("--no-today", action="store_true", help=f"leave out today's rule (commit {today_rule.TODAY})")
     hard = parser.add_argument_group("the hard world (bench/hard_world.py), beside today's (mas only, no old rule)")
     hard.add_argument("--hard", action="store_true", help="every feature on, one row per judge error")
     for feature in FEATURES:
@@ -731,14 +798,19 @@ def main() -> int:
     extra = hard_arms(args)
     if args.quick:
         extra = [a._replace(seeds=min(a.seeds or 4, 4)) for a in extra]
-    arms = ([ARMS[0]] if extra else ARMS) + (MORE_DATA if args.more_data else []) + extra
+    variants = [Arm(name, variant=name) for name in VARIANTS] if args.variants else []
+    arms = variants + ([ARMS[0]] if extra or variants else ARMS) + (MORE_DATA if args.more_data else []) + extra
     started = time.perf_counter()
     seeds = {arm: range(arm.seeds) if arm.seeds else planted_seeds for arm in arms}
     jobs = [(arm, s, False) for arm in arms for s in seeds[arm]]
     jobs += [(arm, 100 + s, True) for arm in arms for s in null_seeds]
     with ProcessPoolExecutor(max_workers=max(args.workers, 1)) as pool:
         results = dict(zip(jobs, pool.map(_job, jobs), strict=True))
-    table = {
+    table: dict[str, dict | str] = {}
+    if not args.no_today:  # the first row: the rule before issue 26, run from the history
+        label = f"today's rule ({today_rule.TODAY})"
+        table[label] = today_rule.row(len(planted_seeds), len(null_seeds), max(args.workers, 1), frozenset(CROSS_ROLE))
+    table |= {
         arm.label: summarize(
             [results[(arm, s, False)] for s in seeds[arm]], [results[(arm, 100 + s, True)] for s in null_seeds], arm.old
         )
@@ -754,15 +826,15 @@ def main() -> int:
     print_table(table)
     print("recall reachable with each run's own evidence (its estimate tested once, at the end, knowing every twin):")
     for label, row in table.items():
-        if row["reachable"]:
-            levels = ", ".join(f"{share:.2f} at level {level:.2f}" for level, share in row["reachable"].items())
-            print(f"  {label:<18} {levels}")
+        if isinstance(row, dict) and row.get("reachable"):
+            tests = ", ".join(f"{share:.2f} by {test}" for test, share in row["reachable"].items())
+            print(f"  {label:<18} {tests}")
     mine = table[ARMS[0].label]
     goals = [
-        ("share of achievable gain >= 0.8", mine["share"] >= 0.8),
-        ("promotion precision >= 0.9", mine["precision"] >= 0.9),
-        ("promotion recall >= 0.8", mine["recall"] >= 0.8),
-        ("false promotions in <= 5% of null seeds", mine["null"] <= 0.05 * mine["nulls"]),
+        ("share of achievable gain >= 0.95", mine["share"] >= 0.95),
+        ("promotion precision >= 0.95", mine["precision"] >= 0.95),
+        ("promotion recall >= 0.70", mine["recall"] >= 0.70),
+        ("false promotions in <= 1 of 20 null seeds", mine["null"] <= 0.05 * mine["nulls"]),
         ("harmful lesson gone within 2 epochs", mine["harmful"] <= 2),
     ]
     world = World(0)

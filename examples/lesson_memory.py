@@ -31,7 +31,7 @@ async def train_a_library(folder: Path) -> Path:
     """A few steps of training on the fake model: a library file to read lessons from."""
     store = mas.LibraryStore(folder / "maths.json")
     async with mas.open_client("fake") as client:
-        config = mas.TrainConfig(tasks=8, group_size=3, batch_size=4)
+        config = mas.TrainConfig(tasks=12, group_size=3, batch_size=4)
         await mas.train(mas.load_scenario("maths"), client=client, store=store, run_dir=folder / "run", config=config)
     return store.path
 

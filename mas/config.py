@@ -22,11 +22,14 @@ class ExposurePolicy(Settings):
 
     share: float = Field(0.5, gt=0, lt=1)
     """Share of a group's rollouts shown a lesson under evaluation."""
-    retest: float = Field(0.3, ge=0, le=1)
-    """Share of the groups in which a lesson that has shown it helps is evaluated again (the
-    retests of a step are nested: ``mas.library.exposure``)."""
-    trials: int = Field(3, ge=0)
-    """Lessons of other roles shown to each role as transfer trials at once (0: no trials)."""
+    retest: float = Field(1.0, ge=0, le=1)
+    """Share of the groups in which a lesson with nothing left to decide (it helps, and its
+    promotion is decided) is still shown to part of the rollouts; the rest show it to all. Below
+    1, a provider's prompt cache reuses more, and the evidence of the others wears thinner
+    (``mas.library.exposure``)."""
+    trials: int = Field(8, ge=0)
+    """Lessons of other roles shown to each role as transfer trials at once, the strongest where
+    they are first (0: no trials)."""
     off: bool = False
     """Show every injected lesson to every rollout: no evidence is gathered."""
 
@@ -39,20 +42,20 @@ class PromotionPolicy(Settings):
     """k: roles a lesson must be shown to help before it is promoted."""
     min_tasks: int = Field(5, ge=2)
     """Tasks of randomized contrasts a role needs before its bounds decide anything."""
-    alpha: float = Field(0.05, gt=0, lt=0.5)
-    """One-sided level of the bounds, spent across all the passes ever made on the library
-    (``mas.library.evidence.spent``)."""
-    horizon: int = Field(3, ge=1)
-    """Passes the level is planned for: they share 4/5 of alpha, later ones more; the passes
-    after them share the rest. Fixed for a library's life (changing it breaks the sum)."""
+    alpha: float = Field(0.1, gt=0, lt=1)
+    """Level of the test that a lesson helps a role: its e-value (``mas.library.evidence``) must
+    reach 1/alpha, which for a role it does not help happens with chance at most alpha, however
+    often it is checked. Promotion needs that in ``min_roles`` roles: for a lesson that does
+    nothing, with chance at most alpha ** min_roles for each set of roles."""
     margin: float = Field(0.02, ge=0)
     """A lesson whose upper bound on its effect falls below this leaves the prompt."""
-    max_tasks: int = Field(100, ge=2)
-    """A lesson not shown to help after this many tasks of contrasts leaves the prompt."""
+    max_tasks: int = Field(20, ge=2)
+    """A lesson that after this many tasks of contrasts is not even plausibly helping leaves the
+    prompt (its place in a full library is worth more to a lesson not yet tried)."""
     overlap: float = Field(0.3, gt=0, le=1)
     """Share of shared content words above which two lessons are checked for equivalence."""
-    cadence: Literal["epoch", "step", "off"] = "epoch"
-    """When training runs a promotion pass."""
+    cadence: Literal["epoch", "step", "off"] = "step"
+    """When training runs a promotion pass (the test may be checked as often as one likes)."""
 
 
 class RolloutConfig(BaseModel):

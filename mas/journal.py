@@ -23,13 +23,16 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel, ValidationError
 
 from mas.errors import UserError
 from mas.paths import regular_file
 from mas.redact import redact_data
+
+T = TypeVar("T", bound=BaseModel)
 
 
 class CorruptJournal(UserError):
@@ -125,6 +128,24 @@ class Journal:
                 return _record(f.readline())["data"]
         except (OSError, ValueError) as e:
             raise UserError(f"{self.path}: cannot read a record back ({e})") from None
+
+    def load(self, kind: str, key: str, model: type[T]) -> T | None:
+        """``get``, validated as ``model``: a record that is not one (damage, or a hand edit)
+        stops the run with one line naming the file and the line."""
+        data = self.get(kind, key)
+        if data is None:
+            return None
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            with self.path.open("rb") as f:
+                line = f.read(self.index[(kind, key)]).count(b"\n") + 1
+            error = e.errors()[0]
+            where = ".".join(map(str, error["loc"]))
+            raise CorruptJournal(
+                f"{self.path}:{line}: not a {kind} record ({where + ': ' if where else ''}{error['msg']}); "
+                f"delete line {line} to redo its work, or use a new --run-dir"
+            ) from None
 
     def put(self, kind: str, key: str, data: Any, *, sync: bool = True) -> None:
         """Append a record. ``sync=False`` leaves it to the system to reach the disk: for a

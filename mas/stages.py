@@ -119,9 +119,9 @@ async def rollout(ctx: Context, task: Task) -> Group:
 
     async def one(index: int) -> Rollout:
         key = f"{ctx.prefix}/{task.id}/{index}"
-        if (done := ctx.journal.get("rollout", key)) is not None:
+        if (done := ctx.journal.load("rollout", key, Rollout)) is not None:
             ctx.on_rollout(1)
-            ctx.meter.add((done := Rollout.model_validate(done)).calls)
+            ctx.meter.add(done.calls)
             return done
         job = RolloutJob(
             key, task, index, ctx.heads, ctx.config.sampling(key), ctx.config.rollout_timeout, ctx.config.budget,
@@ -141,12 +141,12 @@ def exposures(ctx: Context, task: Task, role: str) -> list[exposure.RoleExposure
     shared, own = injected(ctx.heads, role, task=task.question, budget=ctx.config.budget)
     policy = ctx.config.promotion
     trials = exposure.trial_lessons(
-        role, ctx.heads, ctx.effects, most=ctx.config.exposure.trials, min_tasks=policy.min_tasks, same=ctx.same
+        role, ctx.heads, ctx.effects, most=ctx.config.exposure.trials, promotion=policy, same=ctx.same
     )
     return exposure.plan(
         [l.id for l in shared + own], trials, role=role, effects=ctx.effects, policy=ctx.config.exposure,
-        min_tasks=policy.min_tasks, group_size=ctx.config.group_size, key=(ctx.config.seed, ctx.prefix, task.id),
-        classes=ctx.classes,
+        promotion=policy, group_size=ctx.config.group_size, key=(ctx.config.seed, ctx.prefix, task.id),
+        classes=ctx.classes, roles=tuple(ctx.scenario.role_names),
     )  # fmt: skip
 
 
@@ -346,6 +346,8 @@ def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) ->
                     role=t.role,
                     shown=t.shown,
                     randomized=t.randomized,
+                    chance=t.chance,
+                    classes=t.classes,
                     judged=sorted(set(judged.get(r.index, {}).get(t.role, [])) & set(t.shown)),
                     reward=r.reward,
                     advantage=round(adv, 6),

@@ -38,6 +38,8 @@ class Prompt(NamedTuple):
     text: str
     shown: list[str]
     randomized: list[str] = []
+    chance: dict[str, float] = {}
+    classes: dict[str, str] = {}
 
 
 def compose(
@@ -51,8 +53,10 @@ def compose(
     """The role's prompt then its lesson block: the same text in training and at inference
     (training may withhold lessons under evaluation, and add transfer trials: ``exposure``)."""
     block = role_block(heads, role.name, task=task, budget=budget, exposure=exposure)
-    randomized = list(exposure.randomized) if exposure else []
-    return Prompt(role.system_prompt.strip() + (f"\n\n{block.text}" if block.text else ""), block.shown, randomized)
+    text = role.system_prompt.strip() + (f"\n\n{block.text}" if block.text else "")
+    if exposure is None:
+        return Prompt(text, block.shown)
+    return Prompt(text, block.shown, list(exposure.randomized), exposure.chance, exposure.classes)
 
 
 def system_message(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> str:
@@ -202,6 +206,8 @@ def split_traces(messages: list, prompts: dict[str, Prompt]) -> list[RoleTrace]:
             system_message=prompts[name].text,
             shown=prompts[name].shown,
             randomized=prompts[name].randomized,
+            chance=prompts[name].chance,
+            classes=prompts[name].classes,
             turns=[Turn(**{**t, "tool_calls": [ToolCall(**_call(c)) for c in t["tool_calls"]]}) for t in own],
         )
         for name, own in turns.items()

@@ -148,7 +148,7 @@ def write_files(folder: Path, run_dir: Path, store: LibraryStore, *, roles: list
         shutil.copyfile(store.path, folder / "library" / store.path.name)
     made = {
         "library/" + name + ".md": lambda: review.markdown(
-            store, hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)), roles=roles
+            store, hierarchy.effects(store, PromotionPolicy()), roles=roles
         ),
         "graph/" + name + ".graphml": lambda: export(store, "graphml")[0],
         "graph/" + name + ".html": lambda: export(store, "html")[0],

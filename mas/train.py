@@ -137,7 +137,7 @@ async def _train(
                 promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
                 report = await _step(
                     scenario, batch, config, (client, learner), store, journal, provenance, price, promote, on_rollout,
-                    executor,
+                    executor, last=epoch == config.epochs - 1 and step == steps_per_epoch - 1,
                 )  # fmt: skip
                 journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
                 on_step(report)
@@ -160,6 +160,8 @@ async def _step(
     promote: bool,
     on_rollout,
     executor: Executor | None,
+    *,
+    last: bool = False,
 ) -> StepReport:
     """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
     route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
@@ -169,10 +171,9 @@ async def _step(
     pending.settle(store)  # review decisions taken since the last step: this step sees them
     before = await _counted(client, learner, executor)
     heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
-    # A lesson counts as established only by the bound the next promotion pass will use.
     judged = hierarchy.judge(store, config.promotion)
     twins = hierarchy.classes(store, config.promotion, judged)
-    known = hierarchy.effects(store, config.promotion, look=hierarchy.looks(store) + 1, twins=twins)
+    known = hierarchy.effects(store, config.promotion, twins=twins)
     same = judged.known_same
     ctx = stages.Context(
         scenario,
@@ -217,13 +218,13 @@ async def _step(
             store, config.promotion, client=learner, seed=config.seed, temperature=config.learning_temperature,
             meter=meter,
         )  # fmt: skip
-    pruned = hierarchy.prune(store, config.promotion, provenance)
+    pruned = hierarchy.prune(store, config.promotion, provenance, last=last)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []
     if promote:
         moves = await hierarchy.promote(
             store, config.promotion, provenance, budget=config.budget, client=learner, seed=config.seed,
-            temperature=config.learning_temperature, meter=meter,
+            temperature=config.learning_temperature, meter=meter, roles=scenario.role_names,
         )  # fmt: skip
     rewards = [reward for group in groups for reward in group.rewards]
     stage_cost = stage_costs(meter.snapshot(), price)

@@ -227,11 +227,20 @@ class RoleTrace(Frozen):
     """Ids of the lessons rendered into ``system_message``, recorded when it was built."""
     randomized: list[str] = []
     """Ids of the lessons whose showing to this role was randomized in this rollout's group."""
+    chance: dict[str, float] = {}
+    """Each randomized lesson's chance of being shown to this role in each rollout of the group
+    (a fixed number of the group's rollouts, drawn without replacement)."""
+    classes: dict[str, str] = {}
+    """A randomized lesson drawn with its twins, as one class: the class (named by one of them)."""
     turns: list[Turn] = []
 
     @property
     def tokens(self) -> int:
         return sum(t.prompt_tokens + t.completion_tokens for t in self.turns)
+
+    @model_validator(mode="after")
+    def _drawn(self):
+        return check_drawn(self)
 
 
 class Rollout(Frozen):
@@ -412,6 +421,10 @@ class UsageEvent(Frozen):
     randomized: list[str] = []
     """Ids of the lessons whose showing to this role was randomized in this group: for each,
     some rollouts of the group showed it and the others did not."""
+    chance: dict[str, float] = {}
+    """Each randomized lesson's chance of being shown, as drawn (``RoleTrace.chance``)."""
+    classes: dict[str, str] = {}
+    """A randomized lesson drawn as one class with its twins: the class (``RoleTrace.classes``)."""
     judged: list[str] = []
     """Lesson ids the summarizer judged the role to have applied (a description, never
     evidence: the summarizer sees the reward)."""
@@ -427,6 +440,28 @@ class UsageEvent(Frozen):
             old = {k: v for k, v in data.items() if k not in ("in_prompt", "cited", "schema_version")}
             return {**old, "shown": data["in_prompt"], "schema_version": 2}
         return data
+
+    @model_validator(mode="after")
+    def _drawn(self):
+        return check_drawn(self)
+
+
+def check_drawn(record):
+    """A record of randomized exposure must be one that a draw could make: every chance in (0, 1)
+    and given for a randomized lesson, every class one of the randomized lessons (records made
+    before chances were kept have none)."""
+    randomized = set(record.randomized)
+    for lesson, chance in record.chance.items():
+        if lesson not in randomized:
+            raise ValueError(f"a chance for {lesson!r}, which was not randomized")
+        if not 0 < chance < 1:
+            raise ValueError(f"the chance of {lesson!r} is {chance}, not between 0 and 1")
+    for lesson, unit in record.classes.items():
+        if lesson not in randomized or unit not in randomized:
+            raise ValueError(f"{lesson!r} is drawn with class {unit!r}, which is not a randomized lesson here")
+        if record.chance.get(lesson) != record.chance.get(unit):
+            raise ValueError(f"{lesson!r} is drawn with class {unit!r} at another chance")
+    return record
 
 
 class DirectLessons(Plain):
@@ -482,10 +517,13 @@ class Effect(Frozen):
     """The change in reward when the lesson is shown: least squares over the groups, with a
     fixed effect per group (one group alone: mean reward shown - mean reward not shown)."""
     lcb: float
-    """Lower confidence bound (one-sided, t over tasks, its level spent across looks)."""
+    """Lower confidence bound (one-sided, t over tasks, at a fixed level)."""
     ucb: float
     se: float = math.inf
     """Standard error of ``effect``, clustered by task (infinite below two tasks)."""
+    e_value: float = 1.0
+    """The evidence against "showing it does not help": the largest its betting wealth has
+    been. Where the lesson does not help, it ever reaches 1/alpha with chance at most alpha."""
     trial: bool = False
     """The lesson belongs to another role's library: shown to this role as a transfer trial."""
     judged: float = 0.0
@@ -495,15 +533,16 @@ class Effect(Frozen):
 class PromotionMove(Frozen):
     """One change of the hierarchy, with the evidence that justified it: a promotion to the
     global library, a demotion back to the roles it still helps, a lesson pruned because its
-    evidence no longer supports it, or one merged into a lesson of its library that says the
-    same thing."""
+    evidence no longer supports it, one merged into a lesson of its library that says the same
+    thing, or two lessons the judge called the same that their own evidence tells apart."""
 
     schema_version: int = 2
-    kind: Literal["promote", "demote", "prune", "merge"]
+    kind: Literal["promote", "demote", "prune", "merge", "split"]
     text: str
     lessons: list[str]
     """The lesson ids moved: the lesson promoted and the equivalent private lessons merged into
-    it, the global lesson demoted, or the lesson pruned."""
+    it, the global lesson demoted, the lesson pruned, or the two lessons judged the same that
+    their evidence splits apart (the one that did worse first)."""
     evidence: list[Effect]
     roles: list[str] = []
     """Roles helped (promotion) or roles the lesson goes back to (demotion)."""

@@ -1052,3 +1052,52 @@ def test_a_report_holds_no_secret(tmp_path, capsys, monkeypatch):
     code, _, err = cli("report", run, "--output", tmp_path / "report", capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0, err
     assert no_secret((tmp_path / "report" / "report.md").read_text())
+
+
+def _resumable_run(tmp_path, capsys, monkeypatch) -> tuple[list, Path, list[dict]]:
+    """A finished two-epoch run whose last step report is taken away: resuming redoes that
+    step, reading its rollouts back from the journal."""
+    args = ["train", "maths", "--model", "fake", "--tasks", "4", "--epochs", "2", "--library", tmp_path / "lib.json"]
+    args += ["--run-dir", tmp_path / "run"]
+    assert cli(*args, capsys=capsys, monkeypatch=monkeypatch)[0] == 0
+    journal = tmp_path / "run" / "journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert records[-1]["kind"] == "step"
+    return args, journal, records[:-1]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda trace, lesson: trace["chance"].update({lesson: 1.5}), "chance"),
+        (lambda trace, lesson: trace["chance"].update({lesson: 0.0}), "chance"),
+        (lambda trace, lesson: trace["classes"].update({lesson: "solver/0999"}), "class"),
+    ],
+)
+def test_a_bad_exposure_record_in_the_journal_is_named_by_its_line(damage, message, tmp_path, capsys, monkeypatch):
+    args, journal, records = _resumable_run(tmp_path, capsys, monkeypatch)
+    number, record = next(
+        (i, r)
+        for i, r in enumerate(records)
+        if r["kind"] == "rollout" and any(t["chance"] for t in r["data"]["traces"])
+    )
+    trace = next(t for t in record["data"]["traces"] if t["chance"])
+    damage(trace, trace["randomized"][0])
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    line = refused(args, f"journal.jsonl:{number + 1}: not a rollout record", tmp_path, capsys, monkeypatch)
+    assert message in line
+
+
+def test_a_bad_exposure_record_in_the_usage_log_is_named_by_its_line(tmp_path, capsys, monkeypatch):
+    args, _, _ = _resumable_run(tmp_path, capsys, monkeypatch)
+    usage = tmp_path / "lib.usage.jsonl"
+    lines = usage.read_text().splitlines()
+    number, step = next(
+        (i, json.loads(l)) for i, l in enumerate(lines) if any(e["chance"] for e in json.loads(l)["items"])
+    )
+    event = next(e for e in step["items"] if e["chance"])
+    event["chance"][event["randomized"][0]] = -0.2
+    lines[number] = json.dumps(step)
+    usage.write_text("\n".join(lines) + "\n")
+    line = refused(args, f"lib.usage.jsonl:{number + 1}: not a step record", tmp_path, capsys, monkeypatch)
+    assert "chance" in line

@@ -78,12 +78,13 @@ def test_every_lesson_with_its_origin_and_evidence_and_every_role(library):
 def test_evidence_per_role_is_the_randomized_estimate(library):
     store = LibraryStore(library.path)
     store.commit([version("solver", 4, [("solver/0001", FIRST), ("solver/0002", CHANGED)], "c", 0, 3)])
-    effects = hierarchy.effects(store, PromotionPolicy(), look=1)
+    effects = hierarchy.effects(store, PromotionPolicy())
     mine, trial = effects[("solver", "solver/0001")], effects[("verifier", "solver/0001")]
     line = next(x for x in export().splitlines() if x.startswith("  - evidence: solver "))
     assert line == (
-        f"  - evidence: solver {mine.effect:+.2f} [{mine.lcb:+.2f}, {mine.ucb:+.2f}] over 12 tasks; "
-        f"verifier (transfer trial) {trial.effect:+.2f} [{trial.lcb:+.2f}, {trial.ucb:+.2f}] over 12 tasks"
+        f"  - evidence: solver {mine.effect:+.2f} [{mine.lcb:+.2f}, {mine.ucb:+.2f}] over 12 tasks, "
+        f"e-value {mine.e_value:.1f}; verifier (transfer trial) {trial.effect:+.2f} [{trial.lcb:+.2f}, "
+        f"{trial.ucb:+.2f}] over 12 tasks, e-value {trial.e_value:.1f}"
     )
 
 

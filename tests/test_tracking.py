@@ -257,7 +257,7 @@ def test_promote_logs_its_moves(tmp_path, home):
     assert run.info.status == "FINISHED" and run.data.params["dry_run"] == "true"
     assert run.data.params["library"] == str((home / "libraries" / "maths.json").resolve())
     kinds = {k: int(v) for k, v in run.data.metrics.items() if k.startswith("moves/")}
-    assert set(kinds) == {"moves/promote", "moves/demote", "moves/prune", "moves/merge"}
+    assert set(kinds) == {"moves/promote", "moves/demote", "moves/prune", "moves/merge", "moves/split"}
     assert sum(kinds.values()) == len(logged) and all(
         row["kind"] in ("promote", "demote", "prune", "merge") for row in logged
     )

@@ -16,9 +16,11 @@ def run(maths, tmp_path, client=None, /, **config):
 def test_training_writes_lessons_with_provenance(maths, tmp_path):
     result, client, store = run(maths, tmp_path, tasks=8, batch_size=4, group_size=3)
     assert [(s.epoch, s.step) for s in result.steps] == [(0, 0), (0, 1)]
-    solver = store.head("solver")
-    assert solver.lessons and solver.provenance.run == "run" and solver.provenance.model == "fake"
-    assert set(solver.provenance.task_ids) <= {t.id for t in maths.tasks[:8]}
+    learned = [store.head(role) for role in maths.role_names if store.head(role).lessons]
+    assert learned  # which role learns first depends on which groups win and lose
+    for version in learned:
+        assert version.provenance.run == "run" and version.provenance.model == "fake"
+        assert set(version.provenance.task_ids) <= {t.id for t in maths.tasks[:8]}
     report = result.steps[0]
     assert report.informative >= 1 and report.calls["rollout"].calls > 0
     assert report.calls["summary"].calls == 3 * report.informative  # one per rollout of a kept group

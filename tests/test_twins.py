@@ -13,12 +13,12 @@ import pytest
 
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
 from mas.library import evidence, exposure, hierarchy
-from mas.library.logs import SideFiles
-from mas.library.similar import Judge, classes, overlap
+from mas.library.logs import SideFiles, StepKey
+from mas.library.similar import Judge, _key, classes, negates, overlap
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.train import train
-from mas.types import Lesson, Provenance, UsageEvent, Version
+from mas.types import Equivalence, Lesson, Provenance, UsageEvent, Version
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_world.py"
 
@@ -94,7 +94,7 @@ def test_exposure_shows_a_class_with_one_coin_and_a_trial_twin_with_it():
     twins = {m: "global/0001" for m in ("global/0001", "solver/0002", "planner/0004")}
     for t in range(40):
         plan = exposure.plan(
-            injected, [trial], role="solver", effects={}, policy=ExposurePolicy(), min_tasks=5, group_size=5,
+            injected, [trial], role="solver", effects={}, policy=ExposurePolicy(), promotion=PromotionPolicy(), group_size=5,
             key=(0, "e0/s0", f"t{t}"), classes=twins,
         )  # fmt: skip
         for p in plan:
@@ -103,7 +103,7 @@ def test_exposure_shows_a_class_with_one_coin_and_a_trial_twin_with_it():
         assert 0 < sum("global/0001" in p.hidden for p in plan) < 5
         assert set(plan[0].randomized) == {*injected, "planner/0004"}
         # a lesson without a twin keeps the coin it had before classes existed
-        alone = exposure.plan(["solver/0001"], [], role="solver", effects={}, policy=ExposurePolicy(), min_tasks=5,
+        alone = exposure.plan(["solver/0001"], [], role="solver", effects={}, policy=ExposurePolicy(), promotion=PromotionPolicy(),
                               group_size=5, key=(0, "e0/s0", f"t{t}"))  # fmt: skip
         assert [("solver/0001" in p.hidden) for p in alone] == [("solver/0001" in p.hidden) for p in plan]
 
@@ -118,6 +118,8 @@ class Scripted:
         first, second = (
             line.split(": ", 1)[1] for line in request.messages[0].splitlines() if line.startswith("Lesson")
         )
+        if negates(first) or negates(second):  # a canary: this judge tells a lesson from its negation
+            return json.dumps({"reason": "scripted", "same": False, "merged": ""})
         self.asked.append((first, second))
         return json.dumps({"reason": "scripted", "same": self.answers.pop(0), "merged": ""})
 
@@ -143,8 +145,10 @@ def test_the_pairs_of_a_step_are_judged_together_and_kept_in_their_order(tmp_pat
     in_flight = []
 
     def respond(request):
+        lessons = [line.split(": ", 1)[1] for line in request.messages[0].splitlines() if line.startswith("Lesson")]
+        if any(negates(t) for t in lessons):  # a canary, asked before the batch
+            return json.dumps({"reason": "scripted", "same": False, "merged": ""})
         in_flight.append(len(client.requests) - client.calls)  # sent, not answered yet
-        lessons = [line for line in request.messages[0].splitlines() if line.startswith("Lesson")]
         return json.dumps({"reason": "scripted", "same": all("units" in t for t in lessons), "merged": ""})
 
     client = FakeClient(respond, latency=0.05)
@@ -154,8 +158,8 @@ def test_the_pairs_of_a_step_are_judged_together_and_kept_in_their_order(tmp_pat
     pairs = [(a, b), (c, d), (a, c), (b, a)]  # the last is the first the other way round: asked once
     asyncio.run(judge.judge_all(pairs))
     assert in_flight[0] == 3  # every pair's first call out at once
-    assert len(client.requests) == 4  # a "same" is confirmed the other way round: 2 + 1 + 1
-    kept = [json.loads(line)["a"] for line in (tmp_path / "eq.jsonl").read_text().splitlines()]
+    assert len(client.requests) == 2 + 4  # two canaries; a "same" is confirmed the other way round: 2 + 1 + 1
+    kept = [json.loads(line)["a"] for line in (tmp_path / "eq.jsonl").read_text().splitlines()][2:]
     assert kept == [a.text, c.text, a.text]
     assert judge.known_same(b, a) and not judge.known_same(c, d) and not judge.known_same(a, c)
 
@@ -169,10 +173,10 @@ def world():
     return module
 
 
-def world_run(world, folder: Path, *, stop_after: int | None = None, on_step=lambda report, store: None):
+def world_run(world, folder: Path, *, stop_after: int | None = None, on_step=lambda report, store: None, w=None):
     """Train the learning world for an epoch of 40 tasks; ``stop_after``: the process dies at
-    that team call."""
-    w = world.World(0)
+    that team call. ``w``: the world to talk to (a new one by default)."""
+    w = w or world.World(0)
     scenario = world.scenario(w, 40, seed=0)
     calls = 0
 
@@ -185,7 +189,8 @@ def world_run(world, folder: Path, *, stop_after: int | None = None, on_step=lam
         return w.respond(request)
 
     store = LibraryStore(folder / "lib.json")
-    config = TrainConfig(epochs=1, seed=0, concurrency=1)
+    # Passes at the epoch's end: within the epoch twins live side by side as one class.
+    config = TrainConfig(epochs=1, seed=0, concurrency=1, promotion=PromotionPolicy(cadence="epoch"))
     asyncio.run(
         train(
             scenario,
@@ -221,9 +226,13 @@ def test_twins_are_judged_after_every_step_and_shown_as_one_from_the_next(world,
 def test_a_resumed_run_draws_the_same_class_exposures(world, tmp_path):
     whole = world_run(world, tmp_path / "whole")
     stop = 3 * 5 * 4 * 2 + 7  # in the third step's rollouts, after twins were judged
+    # The same world before and after the crash, as an endpoint outlives a run: it remembers
+    # what a rollout's planner and solver were shown until its verifier's call, and a resumed
+    # rollout replays the calls journaled before the crash without asking it again.
+    endpoint = world.World(0)
     with pytest.raises(KeyboardInterrupt):
-        world_run(world, tmp_path / "killed", stop_after=stop)
-    killed = world_run(world, tmp_path / "killed")
+        world_run(world, tmp_path / "killed", stop_after=stop, w=endpoint)
+    killed = world_run(world, tmp_path / "killed", w=endpoint)
     assert hierarchy.classes(whole, PromotionPolicy())  # there were twins to draw for
     mine = [e.model_dump() for e in SideFiles(killed.path).usage.items()]
     assert mine == [e.model_dump() for e in SideFiles(whole.path).usage.items()]
@@ -277,5 +286,104 @@ def test_a_promising_lesson_is_judged_against_another_roles_paraphrase_that_shar
     effects = hierarchy.effects(store, policy)
     assert effects[("planner", planner.id)].effect > 0
     same = hierarchy.judge(store, policy).known_same
-    assert exposure.trial_lessons("solver", store.heads(), effects, most=3, min_tasks=5, same=same) == []
-    assert exposure.trial_lessons("verifier", store.heads(), effects, most=3, min_tasks=5, same=same) == [planner]
+    assert exposure.trial_lessons("solver", store.heads(), effects, most=3, promotion=policy, same=same) == []
+    # the planner's proven lesson first, and not the solver's copy of it beside it
+    assert exposure.trial_lessons("verifier", store.heads(), effects, most=3, promotion=policy, same=same) == [
+        planner,
+        other,
+    ]
+
+
+def judging(answer):
+    """A judge model whose verdict is ``answer(first, second)``."""
+
+    def respond(request):
+        first, second = (l.split(": ", 1)[1] for l in request.messages[0].splitlines() if l.startswith("Lesson"))
+        return json.dumps({"reason": "scripted", "same": answer(first, second), "merged": ""})
+
+    return FakeClient(respond)
+
+
+PARAPHRASES = [
+    Lesson(id="solver/0001", text="When a result comes back, compare it with a rough estimate."),
+    Lesson(id="solver/0002", text="Check every returned result against a quick mental estimate."),
+    Lesson(id="solver/0003", text="When the plan is long, highlight its key words."),
+]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda a, b: True,  # every pair the same
+        lambda a, b: overlap(a, b) >= 0.5,  # pairs sharing many words the same (a negation shares most)
+    ],
+)
+def test_a_judge_that_cannot_tell_a_lesson_from_its_negation_merges_nothing(tmp_path, answer):
+    judge = Judge(tmp_path / "eq.jsonl", client=judging(answer), overlap=0.3)
+    pairs = [(a, b) for i, a in enumerate(PARAPHRASES) for b in PARAPHRASES[i + 1 :]]
+    asyncio.run(judge.judge_all(pairs))
+    assert not judge.trusted and judge.meter.snapshot()["equivalence"].failures
+    assert not any(judge.known_same(a, b) for a, b in pairs)
+    assert classes(PARAPHRASES, judge.known_same) == {}
+    again = Judge(tmp_path / "eq.jsonl", client=None, overlap=0.3)  # what training and promote read back
+    assert not again.trusted and not any(again.known_same(a, b) for a, b in pairs)
+
+
+def test_a_judge_that_tells_them_apart_is_believed_until_it_stops(tmp_path):
+    honest = judging(lambda a, b: "estimate" in a and "estimate" in b and not (negates(a) or negates(b)))
+    judge = Judge(tmp_path / "eq.jsonl", client=honest, overlap=0.3)
+    asyncio.run(judge.judge_all([(PARAPHRASES[0], PARAPHRASES[1]), (PARAPHRASES[0], PARAPHRASES[2])]))
+    assert judge.trusted and judge.known_same(PARAPHRASES[0], PARAPHRASES[1])
+    assert not judge.known_same(PARAPHRASES[0], PARAPHRASES[2])
+    # Later batches ask a canary each; a judge that starts calling them the same stops counting.
+    judge.client = judging(lambda a, b: True)
+    for i in range(3):
+        extra = Lesson(id=f"planner/000{i + 1}", text=f"When step {i} is done, write down its result.")
+        asyncio.run(judge.judge_all([(extra, PARAPHRASES[2])]))
+    assert not judge.trusted and not judge.known_same(PARAPHRASES[0], PARAPHRASES[1])
+
+
+def test_twins_whose_own_evidence_disagrees_are_split_not_merged(tmp_path):
+    """The judge called "compute mentally" the same as "reread the question". In the rollouts
+    before, where each was drawn on its own, the first helped and the second did nothing: the
+    pass splits the pair instead of merging it, logs why, and the judge is overruled for it."""
+    from mas.types import Budget
+
+    reread = Lesson(id="solver/0001", text="Reread the question before the final answer.")
+    mental = Lesson(id="solver/0002", text="Compute small products mentally before answering.")
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([Version(library="solver", number=1, next_id=3, lessons=[reread, mental])])
+    rng = random.Random(2)
+    events = []
+    for task in range(20):
+        for lesson, effect in ((mental, 0.5), (reread, 0.0)):
+            shown = set(rng.sample(range(5), 2))
+            events += [
+                UsageEvent(run="r", epoch=0, step=0, task_id=f"{lesson.id}{task}", rollout=i, role="solver",
+                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
+                           reward=float(rng.random() < 0.3 + (effect if i in shown else 0)), advantage=0.0)
+                for i in range(5)
+            ]  # fmt: skip
+    side = SideFiles(store.path)
+    side.usage.append(StepKey("r", 0, 0), events)
+    judged = Judge(side.equivalence, client=None, overlap=0.3)
+    for _ in range(2):  # a judge that told lessons from their negations, and called these two the same
+        judged._append("canary", reread.text, "Never reread.", Equivalence(reason="x", same=False))
+    judged._append(_key(mental.text, reread.text), mental.text, reread.text, Equivalence(reason="x", same=True))
+    assert Judge(side.equivalence, client=None, overlap=0.3).known_same(mental, reread)
+
+    stamp = Provenance(run="p", epoch=0, step=0)
+    before = sorted((p.name, p.read_bytes()) for p in tmp_path.iterdir())
+    planned = asyncio.run(hierarchy.promote(store, PromotionPolicy(), stamp, budget=Budget(), dry_run=True))
+    assert [m.kind for m in planned] == ["split"] and planned[0].lessons == [reread.id, mental.id]
+    assert sorted((p.name, p.read_bytes()) for p in tmp_path.iterdir()) == before  # a dry run writes nothing
+
+    moves = asyncio.run(hierarchy.promote(store, PromotionPolicy(), stamp, budget=Budget()))
+    split = next(m for m in moves if m.kind == "split")
+    assert split.evidence[0].effect < split.evidence[1].effect
+    assert not any(m.kind == "merge" for m in moves)  # without the split, the judge's "same" merges them
+    assert {l.id for l in store.head("solver").lessons} == {reread.id, mental.id}
+    assert not Judge(side.equivalence, client=None, overlap=0.3).known_same(mental, reread)
+    assert hierarchy.classes(store, PromotionPolicy()) == {}  # drawn apart from the next step on
+    later = stamp.model_copy(update={"step": 1})
+    assert not asyncio.run(hierarchy.promote(store, PromotionPolicy(), later, budget=Budget()))  # split once

@@ -6,7 +6,7 @@ import random
 import networkx as nx
 import pytest
 
-from mas.config import ExposurePolicy
+from mas.config import ExposurePolicy, PromotionPolicy
 from mas.library import evidence, exposure, graph
 from mas.library.logs import StepKey, StepLog
 from mas.stages import Context, numeric_advantages, usage_events
@@ -179,35 +179,102 @@ def test_the_estimate_is_unbiased_and_steadier_than_the_mean_of_task_means():
     assert spread(ours) < 0.92 * spread(before)
 
 
-def test_bounds_are_student_t_and_spent_across_looks():
+def test_bounds_are_student_t_at_a_fixed_level():
     assert evidence.t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
     assert evidence.t_quantile(0.95, 3) == pytest.approx(2.353, abs=1e-3)
-    assert sum(evidence.spent(0.05, t) for t in range(1, 10_000)) == pytest.approx(0.05, rel=1e-3)
-    planned = [evidence.spent(0.05, t, horizon=4) for t in range(1, 5)]
-    assert planned == sorted(planned) and sum(planned) == pytest.approx(0.04)  # later planned looks see more data
-    assert sum(evidence.spent(0.05, t, horizon=4) for t in range(5, 10_000)) == pytest.approx(0.01, rel=1e-3)
     rng = random.Random(0)
     events = []
     for task in range(12):
         for i in range(4):
             shown = i % 2 == 0
-            events.append(
-                event(
-                    "solver",
-                    ["solver/0001"] if shown else [],
-                    float(rng.random() < (0.8 if shown else 0.3)),
-                    task=str(task),
-                    rollout=i,
-                    randomized=["solver/0001"],
-                )
-            )
-    first, later = (
-        evidence.estimate(events, look=1)[("solver", "solver/0001")],
-        evidence.estimate(events, look=5)[("solver", "solver/0001")],
-    )
-    assert first.lcb > 0 and later.lcb < first.lcb < first.effect < first.ucb < later.ucb  # later looks are stricter
-    half = evidence.t_quantile(1 - evidence.spent(0.05, 1), 11) * first.se
-    assert first.ucb - first.effect == pytest.approx(half)
+            reward = float(rng.random() < (0.8 if shown else 0.3))
+            events.append(event("solver", ["solver/0001"] if shown else [], reward, task=str(task), rollout=i,
+                                randomized=["solver/0001"]))  # fmt: skip
+    e = evidence.estimate(events)[("solver", "solver/0001")]
+    assert e.lcb > 0 and e.ucb - e.effect == pytest.approx(evidence.t_quantile(1 - evidence.LEVEL, 11) * e.se)
+
+
+def test_the_e_value_is_the_bettors_mean_wealth_at_its_peak():
+    """One group, both shown rollouts won and the three others lost: a contrast of 1, so each
+    bettor's wealth is 1 + its stake; then a group the other way round takes it down again."""
+    won = [event("solver", ["L"], 1.0, rollout=i) for i in range(2)] + [
+        event("solver", [], 0.0, rollout=i) for i in range(2, 5)
+    ]
+    e = evidence.estimate(won)[("solver", "L")]
+    assert e.e_value == pytest.approx(sum(1 + b for b in evidence.BETS) / len(evidence.BETS))
+    lost = [event("solver", ["L"], 0.0, rollout=i, step=1) for i in range(2)] + [
+        event("solver", [], 1.0, rollout=i, step=1) for i in range(2, 5)
+    ]
+    again = evidence.estimate(won + lost)[("solver", "L")]
+    assert again.e_value == e.e_value  # the largest it has been, not where it is now
+
+
+def null_run(rng, *, groups=60, adaptive=False):
+    """A lesson that does nothing, shown to part of each group of five (``adaptive``: to one or
+    four rollouts when the e-value so far is high, as a design reacting to its data might;
+    it looks every five groups)."""
+    events, tally_e = [], 1.0
+    for g in range(groups):
+        base = rng.uniform(0.1, 0.9)
+        count = (1 if tally_e > 2 else 4) if adaptive else rng.choice((2, 3))
+        chosen = set(rng.sample(range(5), count))
+        events += [
+            event("solver", ["solver/0001"] if i in chosen else [], float(rng.random() < base), task=str(g % 20),
+                  rollout=i, step=g, randomized=["solver/0001"])
+            for i in range(5)
+        ]  # fmt: skip
+        if adaptive and g % 5 == 4:
+            tally_e = evidence.estimate(events)[("solver", "solver/0001")].e_value
+    return evidence.estimate(events)[("solver", "solver/0001")]
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_a_lesson_that_does_nothing_seldom_ever_reaches_one_over_alpha(adaptive):
+    """Ville's inequality: the e-value of a lesson that does nothing ever reaches 1/alpha with
+    chance at most alpha, however often it is looked at and however exposure reacts to it.
+    A t test checked after every group, as the e-value is, passes its level several times over."""
+    rng = random.Random(7)
+    runs = [null_run(rng, adaptive=adaptive) for _ in range(300 if not adaptive else 120)]
+    for alpha in (0.1, 0.2):
+        assert sum(r.e_value >= 1 / alpha for r in runs) / len(runs) <= alpha
+    assert sum(r.e_value >= 1 for r in runs) > len(runs) / 4  # a bettor that never bets would pass trivially
+
+
+def test_a_t_test_checked_after_every_group_is_fooled_where_the_e_value_is_not():
+    rng = random.Random(3)
+    peeked = 0
+    for _ in range(100):
+        events = []
+        for g in range(60):
+            chosen = set(rng.sample(range(5), 2))
+            events += [
+                event("solver", ["L"] if i in chosen else [], float(rng.random() < 0.5), task=str(g), rollout=i, step=g)
+                for i in range(5)
+            ]
+            if g % 5 < 4:
+                continue
+            e = evidence.estimate(events)[("solver", "L")]
+            if e.effect - evidence.t_quantile(0.9, e.tasks - 1) * e.se > 0:
+                peeked += 1
+                break
+    assert peeked > 15  # a 10% test, looked at twelve times
+
+
+def test_a_lesson_that_helps_reaches_one_over_alpha():
+    rng = random.Random(5)
+    found = 0
+    for _ in range(40):
+        events = []
+        for g in range(60):
+            chosen = set(rng.sample(range(5), 2))
+            base = rng.uniform(0.1, 0.7)
+            events += [
+                event("solver", ["L"] if i in chosen else [], float(rng.random() < base + (0.2 if i in chosen else 0)),
+                      task=str(g % 30), rollout=i, step=g)
+                for i in range(5)
+            ]  # fmt: skip
+        found += evidence.estimate(events)[("solver", "L")].e_value >= 10
+    assert found >= 30
 
 
 def test_the_estimator_is_calibrated_in_a_world_where_nothing_matters():
@@ -248,6 +315,7 @@ def effect(role, lesson, lcb, tasks=10):
         effect=lcb + 0.1,
         lcb=lcb,
         ucb=lcb + 0.2,
+        e_value=100.0 if lcb > 0 else 1.0,
     )
 
 
@@ -256,7 +324,8 @@ def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
     effects = {("solver", "solver/0001"): effect("solver", "solver/0001", 0.2)}  # established
     trial = Lesson(id="planner/0001", text="A planner's lesson on trial.")
     plans = [
-        exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0), min_tasks=5,
+        exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0),
+                      promotion=PromotionPolicy(),
                       group_size=5, key=(0, "e0/s0", f"t{i}"))
         for i in range(50)
     ]  # fmt: skip
@@ -266,10 +335,12 @@ def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():
         trials = [bool(p.trials) for p in plan]
         assert 0 < sum(hidden) < 5 and 0 < sum(trials) < 5  # every group gives a contrast
         assert all("solver/0001" not in p.hidden for p in plan)
-    again = exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0), min_tasks=5,
+    again = exposure.plan(injected, [trial], role="solver", effects=effects, policy=ExposurePolicy(retest=0.0),
+                      promotion=PromotionPolicy(),
                           group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
     assert again == plans[0]  # seeded: a resumed run makes the same choices
-    retested = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=1.0), min_tasks=5,
+    retested = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=1.0),
+                             promotion=PromotionPolicy(),
                              group_size=5, key=(0, "e0/s0", "t0"))  # fmt: skip
     assert "solver/0001" in retested[0].randomized
 
@@ -284,7 +355,8 @@ def test_retests_in_a_step_are_nested_so_every_group_shows_its_stable_lessons_in
     for step in range(200):
         orders, stables = [], set()
         for task in range(8):
-            plan = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(), min_tasks=5,
+            plan = exposure.plan(injected, [], role="solver", effects=effects, policy=ExposurePolicy(retest=0.3),
+                                 promotion=PromotionPolicy(),
                                  group_size=5, key=(0, f"e0/s{step}", f"t{task}"))  # fmt: skip
             orders.append(plan[0].stable + plan[0].randomized)  # the order the prompt shows them in
             stables.add(plan[0].stable)
@@ -299,18 +371,48 @@ def test_retests_in_a_step_are_nested_so_every_group_shows_its_stable_lessons_in
     assert 0.2 < min(shares) and max(shares) < 0.4 and abs(sum(shares) / len(shares) - 0.3) < 0.03
 
 
-def test_transfer_trials_take_promising_lessons_of_other_roles():
-    good, bad = Lesson(id="planner/0001", text="Good."), Lesson(id="planner/0002", text="Bad.")
+def test_a_lesson_that_helps_stays_under_evaluation_while_its_promotion_is_open():
+    """The solver's lesson helps the solver; its trial on the planner is open, so it is still
+    shown to half of each group; once the planner's trial settles (it cannot help there) it is
+    retested only in the ``retest`` share of the groups. By default every group retests it."""
+    own = "solver/0001"
+    helps = {("solver", own): effect("solver", own, 0.2)}
+    settled = {**helps, ("planner", own): effect("planner", own, -0.4)}
+    roles = ("planner", "solver")
+
+    def share(effects, policy):
+        plans = [
+            exposure.plan([own], [], role="solver", effects=effects, policy=policy, promotion=PromotionPolicy(),
+                          group_size=5, key=(0, f"e0/s{i}", "t"), roles=roles)[0]
+            for i in range(200)
+        ]  # fmt: skip
+        return sum(own in p.randomized for p in plans) / len(plans)
+
+    assert share(helps, ExposurePolicy(retest=0.3)) == 1.0
+    assert 0.2 < share(settled, ExposurePolicy(retest=0.3)) < 0.4
+    assert share(settled, ExposurePolicy()) == 1.0
+
+
+def test_transfer_trials_take_other_roles_lessons_strongest_first_until_settled():
+    strong, new, settled = (Lesson(id=f"planner/000{i}", text=t) for i, t in enumerate(("Good.", "New.", "Idle."), 1))
     heads = {
-        "planner": Version(library="planner", number=1, next_id=3, lessons=[good, bad]),
+        "planner": Version(library="planner", number=1, next_id=4, lessons=[new, strong, settled]),
         "solver": Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text="Own.")]),
     }
     effects = {
-        ("planner", "planner/0001"): effect("planner", "planner/0001", 0.0),
-        ("planner", "planner/0002"): effect("planner", "planner/0002", -0.5),
+        ("planner", "planner/0001"): effect("planner", "planner/0001", 0.1),  # helps the planner
+        # tried on the solver already, and its upper bound is below the margin: settled there
+        ("solver", "planner/0003"): effect("solver", "planner/0003", -0.4),
     }
-    assert [l.id for l in exposure.trial_lessons("solver", heads, effects, most=3, min_tasks=5)] == ["planner/0001"]
-    assert exposure.trial_lessons("planner", heads, effects, most=3, min_tasks=5) == []
+    policy = PromotionPolicy()
+    found = exposure.trial_lessons("solver", heads, effects, most=3, promotion=policy)
+    assert [l.id for l in found] == ["planner/0001", "planner/0002"]  # a lesson just written is tried at once
+    assert [l.id for l in exposure.trial_lessons("solver", heads, effects, most=1, promotion=policy)] == [
+        "planner/0001"
+    ]
+    assert [l.id for l in exposure.trial_lessons("planner", heads, effects, most=3, promotion=policy)] == [
+        "solver/0001"
+    ]
 
 
 # -- the graph -------------------------------------------------------------------------------

@@ -110,7 +110,7 @@ def library_export(
     if role is not None and role not in known:
         raise UserError(f"--role {role!r}: no such role or library here (known: {', '.join(sorted(known))})")
     if format == "markdown":
-        effects = hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
+        effects = hierarchy.effects(store, PromotionPolicy())
         text = review.markdown(store, effects, roles=sorted(roles), only=role, since=since)
     else:
         if role is None:

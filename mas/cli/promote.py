@@ -78,9 +78,13 @@ def _print_moves(moves, store, dry_run: bool) -> None:
     if not moves:
         out.print("no lesson meets the promotion, demotion or pruning rules yet")
         return
-    table = Table("move", "lesson", "ids", "roles", "evidence per role: effect [bounds] over tasks", "why")
+    table = Table(
+        "move", "lesson", "ids", "roles", "evidence per role: effect [90% interval] over tasks, e-value", "why"
+    )
     for m in moves:
-        evidence = "\n".join(f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks}" for e in m.evidence)
+        evidence = "\n".join(
+            f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks} e={e.e_value:.1f}" for e in m.evidence
+        )
         cells = [shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-"]
         table.add_row(m.kind, *map(escape, cells), escape(evidence), escape(shown(m.reason)))  # cells are markup
     out.print(table)

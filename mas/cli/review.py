@@ -243,7 +243,7 @@ def _effects(store: LibraryStore):
     from mas.config import PromotionPolicy
     from mas.library import hierarchy
 
-    return hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1))
+    return hierarchy.effects(store, PromotionPolicy())
 
 
 def _show(held: Held, effects) -> None:

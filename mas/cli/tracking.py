@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional, get_args
 
 import typer
 
@@ -117,12 +117,12 @@ def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: fl
     if tracker is None:
         return
     table = [m.model_dump(mode="json", include={"kind", "text", "lessons", "roles", "into", "reason"}) for m in moves]
-    metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in KINDS_OF_MOVE}
+    from mas.types import PromotionMove
+
+    kinds = get_args(PromotionMove.model_fields["kind"].annotation)
+    metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in kinds}
     metrics.update({"judging_cost_usd": spent} if spent is not None else {})
     tracker.study("promote", params=params, metrics=metrics, table=table, text=markdown(table))
-
-
-KINDS_OF_MOVE = ("promote", "demote", "prune", "merge")
 
 
 def _estimate(name: str, e) -> dict[str, float]:

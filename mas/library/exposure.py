@@ -2,13 +2,32 @@
 
 A lesson under evaluation for a role is shown to a random part of the group's rollouts and
 withheld from the others, so that the group itself measures what the lesson does (see
-``evidence.py``). What is under evaluation, for each role:
+``evidence.py``). A fixed number of the group's rollouts is drawn, without replacement, so every
+rollout had the same chance, and that chance is recorded with it (``RoleTrace.chance``). What
+is under evaluation, for each role:
 
-- every lesson of its prompt that has not yet shown that it helps the role ("evaluating");
-- a lesson that has shown it helps ("established") only now and then (``retest``, per step),
-  so that its evidence keeps growing and a lesson that stops helping can leave;
-- a few promising lessons of other roles' libraries (transfer trials), shown only to a random
-  part of the rollouts, never to all.
+- every lesson of its prompt with something left to decide (``settled``): it has not yet shown
+  that it helps the role, or it is the role's own and its trials in the other roles are open;
+- the lessons with nothing left to decide, in a ``retest`` share of the groups (all of them by
+  default: below);
+- lessons of other roles' libraries (transfer trials), the strongest where they are first, from
+  the step after they are written until their trial here has settled that they cannot help.
+
+Shares: half the rollouts (``share`` 0.5) see a lesson under evaluation: an even split makes
+the contrast of a group most precise. Why every lesson stays under evaluation by default
+(``retest`` 1): lessons overlap, and when the lessons that help are shown to every rollout the
+team comes near what it can do, so a lesson tried beside them has little left to add and its
+contrast says little (bench/learning_world.py: a ceiling, as real failure modes are fixed by
+more than one lesson). Keeping each lesson at one half keeps the others measurable: in the
+learning world, recall of the planted cross-role lessons 0.44 with the settled lessons shown to
+all in 70% of the groups, 0.60 with every lesson at one half (bench/README.md). The price is a
+prompt cache that reuses less of each role's prompt (bench/prefix.py), and rollouts that show
+a half library while training; at inference every lesson is shown.
+
+The retests of a step, when ``retest`` is below 1, are nested: each step ranks a role's lessons
+at random, each group draws a cut, and a group retests the settled lessons ranked above its
+cut, so every group shows its stable lessons in the step's order and a prompt cache reuses them
+across the step's tasks.
 
 Lessons judged to say the same thing (a class of twins, ``similar.classes``) are one lesson
 here: one coin shows all of them or none of them, and a trial of a lesson whose twin the role
@@ -17,20 +36,6 @@ already has is no trial of its own.
 Each choice is a hash of the run's seed and the step, task, role and lesson (the first lesson
 of its class): a resumed run makes the same choices, and the rollouts record what they showed
 (``RoleTrace.shown``).
-
-Shares: half the rollouts (``share`` 0.5) see an evaluating lesson: an even split makes the
-contrast of a group most precise. An established lesson is evaluated again in about a third of
-the groups (``retest``): the rest of the time every rollout gets it, which is what the lesson
-has earned, and what keeps the stable part of the prompt stable for prompt caching
-(``inject.render_block`` puts it first). The retests of a step are nested: each step ranks a
-role's lessons at random, each group draws a cut, and a group retests the established lessons
-ranked above its cut. So every group shows its stable lessons in the step's order, each
-group's a prefix of the next one's, and a prompt cache reuses them across the step's tasks
-(bench/prefix.py: team calls 0.63 -> 0.70 of their tokens); yet the groups of a step still
-retest different lessons. (One draw for the whole step would keep that part the same too, but
-then the contrasts of a step's tasks all share one context, which the interval, clustered by
-task, does not allow for: in the learning-world benchmark it promoted lessons that help one
-role only.)
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ import random
 from collections.abc import Callable
 from typing import NamedTuple
 
-from mas.config import ExposurePolicy, seed_of
+from mas.config import ExposurePolicy, PromotionPolicy, seed_of
+from mas.library.promotion import cannot_help, helps
 from mas.types import GLOBAL, Effect, Lesson, Version
 
 
@@ -57,10 +63,25 @@ class RoleExposure(NamedTuple):
     stable: tuple[str, ...]
     """Injected lessons every rollout of the group shows, in the step's order (they go first
     in the prompt, in this order)."""
+    chance: dict[str, float] = {}
+    """Each randomized lesson's chance of being shown in a rollout of the group (recorded)."""
+    classes: dict[str, str] = {}
+    """Randomized lessons drawn as one class with their twins: lesson -> the class, named by its
+    first member in this prompt."""
 
 
-def established(effect: Effect | None, min_tasks: int) -> bool:
-    return effect is not None and effect.tasks >= min_tasks and effect.lcb > 0
+def established(effect: Effect | None, policy: PromotionPolicy) -> bool:
+    return effect is not None and helps(effect, policy)
+
+
+def settled(role: str, lesson: str, effects: dict[tuple[str, str], Effect], policy: PromotionPolicy, roles) -> bool:
+    """Nothing is left to decide about showing ``lesson`` to ``role``: it has shown it helps
+    here, and, for a lesson of the role's own library, each other role's trial of it has shown
+    that it helps there too or cannot (until then, its promotion is open)."""
+    if not established(effects.get((role, lesson)), policy):
+        return False
+    decided = lambda e: e is not None and (helps(e, policy) or cannot_help(e, policy))  # noqa: E731
+    return not lesson.startswith(f"{role}/") or all(decided(effects.get((r, lesson))) for r in roles if r != role)
 
 
 def trial_lessons(
@@ -69,27 +90,26 @@ def trial_lessons(
     effects: dict[tuple[str, str], Effect],
     *,
     most: int,
-    min_tasks: int,
+    promotion: PromotionPolicy,
     same: Callable[[Lesson, Lesson], bool] = lambda a, b: False,
 ) -> list[Lesson]:
-    """Up to ``most`` private lessons of other roles that look promising where they are
-    (positive effect over at least ``min_tasks`` tasks), best first, to try on ``role``;
-    never one the role already has in other words (its own copy carries that evidence), and
-    never two that say the same thing."""
+    """Up to ``most`` private lessons of other roles to try on ``role``, the strongest where they
+    are first (by their e-value there), from the step after they are written: a lesson's second
+    role needs as many groups as its first, and waiting for it to look promising first left the
+    trial too little time. Never one whose trial here has settled that it cannot help
+    (``promotion.cannot_help``), one the role already has in other words (its own copy carries
+    that evidence), or two that say the same thing."""
     own = heads.get(role, Version.empty(role)).lessons
     found = []
     for version in heads.values():
         if version.library in (GLOBAL, role):
             continue
         for lesson in version.lessons:
+            here = effects.get((role, lesson.id))
+            if (here is not None and cannot_help(here, promotion)) or any(same(lesson, m) for m in own):
+                continue
             where = effects.get((version.library, lesson.id))
-            if (
-                where is not None
-                and where.tasks >= min_tasks
-                and where.effect > 0
-                and not any(same(lesson, m) for m in own)
-            ):
-                found.append((where.effect, lesson))
+            found.append((where.e_value if where else 1.0, lesson))
     found.sort(key=lambda pair: (-pair[0], pair[1].id))
     chosen: list[Lesson] = []
     for _, lesson in found:
@@ -105,10 +125,11 @@ def plan(
     role: str,
     effects: dict[tuple[str, str], Effect],
     policy: ExposurePolicy,
-    min_tasks: int,
+    promotion: PromotionPolicy,
     group_size: int,
     key: tuple,
     classes: dict[str, str] | None = None,
+    roles: tuple[str, ...] = (),
 ) -> list[RoleExposure]:
     """One ``RoleExposure`` per rollout of a group, for one role. ``key`` names the group
     (the run's seed, the step, the task).
@@ -128,7 +149,7 @@ def plan(
     evaluated = {
         unit
         for unit, members in units.items()
-        if not any(m in injected for m in members) or not established(effects.get((role, members[0])), min_tasks)
+        if not any(m in injected for m in members) or not settled(role, members[0], effects, promotion, roles)
     }
     retested = sorted((u for u in units if u not in evaluated and rank[u] >= cut), key=lambda u: (rank[u], u))
     randomized_units = retested + [u for u in units if u in evaluated]  # the order the prompt shows them in
@@ -136,15 +157,25 @@ def plan(
     randomized = [m for unit in randomized_units for m in units[unit]]
     where = {m: unit for unit in randomized_units for m in units[unit]}
     stable = tuple(sorted(set(injected) - set(randomized), key=lambda m: (rank[classes.get(m, m)], m)))
+    chance = {m: _chance(group_size, policy.share, shown[where[m]]) for m in randomized}
+    drawn = {m: units[unit][0] for m, unit in where.items() if len(units[unit]) > 1}  # named by a member here
     return [
         RoleExposure(
             hidden=frozenset(lesson for lesson in injected if lesson in where and i not in shown[where[lesson]]),
             trials=tuple(lesson for lesson in trials if lesson.id in where and i in shown[where[lesson.id]]),
             randomized=tuple(randomized),
             stable=stable,
+            chance=chance,
+            classes=drawn,
         )
         for i in range(group_size)
     ]
+
+
+def _chance(size: int, share: float, shown: set[int]) -> float:
+    """A rollout's chance of being shown: the count drawn over the group (one rollout alone:
+    the share)."""
+    return len(shown) / size if size > 1 else share
 
 
 def _chosen(size: int, share: float, *key: object) -> set[int]:

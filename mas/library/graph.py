@@ -14,7 +14,8 @@ Every node has a ``label`` (the role's name, the lesson's id, the task's id) and
 every edge a ``kind``. Moves are node attributes: ``promoted_to`` on the private lessons merged
 into a global one and ``promoted_from`` on the global lesson; ``demoted_to`` on a global lesson
 sent back to its roles and ``demoted_from`` on the private copy; ``merged_into`` on a lesson
-merged into one that says the same; ``pruned`` (the reason) on a lesson pruned for its evidence.
+merged into one that says the same; ``split_from`` on a lesson judged the same as another whose
+own evidence told them apart; ``pruned`` (the reason) on a lesson pruned for its evidence.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def _mark(graph: nx.DiGraph, move: PromotionMove) -> None:
     elif move.kind == "merge" and move.into:
         for node in moved:
             node["merged_into"] = move.into
+    elif move.kind == "split":
+        for node in moved[:1]:
+            node["split_from"] = move.lessons[1]
     elif move.kind == "prune":
         for node in moved:
             node["pruned"] = move.reason or "pruned"

@@ -52,11 +52,6 @@ def lineage(store: LibraryStore) -> dict[str, str]:
     return promotion.lineage(list(SideFiles(store.path).promotions.items()))
 
 
-def looks(store: LibraryStore) -> int:
-    """Promotion passes so far (every pass is logged, with or without moves)."""
-    return sum(1 for _ in SideFiles(store.path).promotions.steps())
-
-
 def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
     """The equivalence judgements made so far, without a model (for planning a step)."""
     return Judge(SideFiles(store.path).equivalence, client=None, overlap=policy.overlap)
@@ -70,15 +65,12 @@ def classes(store: LibraryStore, policy: PromotionPolicy, judged: Judge | None =
 
 
 def effects(
-    store: LibraryStore, policy: PromotionPolicy, *, look: int = 1, twins: dict[str, str] | None = None
+    store: LibraryStore, policy: PromotionPolicy, *, twins: dict[str, str] | None = None
 ) -> dict[tuple[str, str], Effect]:
-    """The randomized evidence so far, per (role, lesson), bounds at the level of ``look``,
-    a class of twins counted as one lesson (``twins``: ``classes()`` when not given)."""
-    events = SideFiles(store.path).usage
+    """The randomized evidence so far, per (role, lesson), a class of twins counted as one
+    lesson (``twins``: ``classes()`` when not given)."""
     twins = classes(store, policy) if twins is None else twins
-    return evidence.estimate(
-        events, lineage=lineage(store), classes=twins, alpha=policy.alpha, look=look, horizon=policy.horizon
-    )
+    return evidence.estimate(SideFiles(store.path).usage, lineage=lineage(store), classes=twins)
 
 
 async def judge_new(
@@ -143,9 +135,13 @@ def _pairs(heads: dict[str, Version], known: dict[tuple[str, str], Effect], poli
                 yield a, b
 
 
-def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) -> list[PromotionMove]:
+def prune(
+    store: LibraryStore, policy: PromotionPolicy, provenance: Provenance, *, last: bool = False
+) -> list[PromotionMove]:
     """After a step: delete the private lessons whose evidence no longer supports them, and
-    log each with its evidence in ``<library>.prunings.jsonl``."""
+    log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
+    no more evidence will come: every lesson tried on ``min_tasks`` tasks that is not even
+    plausibly helping leaves (``promotion.prunings``)."""
     side = SideFiles(store.path)
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)
@@ -154,7 +150,9 @@ def prune(store: LibraryStore, policy: PromotionPolicy, provenance: Provenance) 
     moves = (
         logged
         if logged is not None
-        else promotion.prunings(heads, evidence.contrasts(side.usage, lineage(store), classes(store, policy)), policy)
+        else promotion.prunings(
+            heads, evidence.contrasts(side.usage, lineage(store), classes(store, policy)), policy, last=last
+        )
     )
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
@@ -173,13 +171,16 @@ async def promote(
     temperature: float = 0.0,
     meter: Meter | None = None,
     dry_run: bool = False,
+    roles: list[str] | None = None,
 ) -> list[PromotionMove]:
-    """One promotion pass: merges, promotions and demotions from all the randomized evidence
+    """One promotion pass (``roles``: the team's): merges, promotions and demotions from all the randomized evidence
     so far, judging near-duplicates by meaning (``client`` asks the model about pairs not
     judged yet; without it they count as different); log the pass with its evidence in
     ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``."""
     if dry_run:
-        return await _plan(store, policy, client=None, seed=seed, temperature=temperature, meter=meter)
+        return await _plan(
+            store, policy, client=None, seed=seed, temperature=temperature, meter=meter, dry_run=True, roles=roles
+        )
     with store.exclusive():  # the library is held for the whole pass
         stamp = provenance.model_copy(update={"stage": "promotion"})
         side = SideFiles(store.path)
@@ -190,7 +191,7 @@ async def promote(
                 store.commit(promotion.execute(logged, store.heads(), provenance=stamp)[0])
             return logged
         heads = store.heads()
-        moves = await _plan(store, policy, client=client, seed=seed, temperature=temperature, meter=meter)
+        moves = await _plan(store, policy, client=client, seed=seed, temperature=temperature, meter=meter, roles=roles)
         versions, moves = promotion.execute(moves, heads, provenance=stamp)
         side.promotions.append(key, moves)  # logged first, keyed by the step: see above
         store.commit(versions)
@@ -199,9 +200,9 @@ async def promote(
 
 
 async def _plan(
-    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter
+    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter, dry_run=False, roles=None
 ) -> list[PromotionMove]:
-    """Merges within libraries, then promotions and demotions, at the level of the next look."""
+    """Merges within libraries, then promotions and demotions."""
     side = SideFiles(store.path)
     heads = store.heads()
     judge = Judge(
@@ -209,12 +210,15 @@ async def _plan(
     )  # fmt: skip
     known = lineage(store)
     await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
+    undone = promotion.splits(heads, evidence.contrasts(side.usage), policy, judge.known_same)
+    texts = {l.id: l.text for v in heads.values() for l in v.lessons}
+    for move in undone:  # the rollouts overrule the judge, from this pass on
+        judge.overrule(move.text, texts[move.lessons[1]], move.reason, keep=not dry_run)
     tallies = evidence.contrasts(side.usage, known, classes(store, policy, judge))
-    moves = promotion.merges(heads, tallies, policy, judge.known_same)
+    moves = undone + promotion.merges(heads, tallies, policy, judge.known_same)
     merged = {i for m in moves for i in m.lessons}
     kept = {
         name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
         for name, v in heads.items()
     }
-    level = evidence.spent(policy.alpha, looks(store) + 1, policy.horizon)
-    return moves + promotion.plan(kept, tallies, policy, level=level, same=judge.known_same)
+    return moves + promotion.plan(kept, tallies, policy, same=judge.known_same, roles=roles)

@@ -1,33 +1,33 @@
 """Promotion, demotion and pruning, decided by the randomized evidence (``evidence.py``).
 
-At each promotion pass (a "look", once per epoch by default), with the level of its bounds
-spent across looks, so that a false promotion stays rare however often we look:
+After every step (``cadence``), on all the evidence so far:
 
 - **promote**: a private lesson moves to the global library when it is shown to help at
-  least ``min_roles`` roles: for each role, its own randomized contrasts (transfer trials for
-  the other roles) have a lower bound above zero over at least ``min_tasks`` tasks. The
-  private lessons judged equivalent to it are merged into it (deleted), and the new global
-  lesson keeps their evidence (its lineage).
+  least ``min_roles`` roles: for each role, the e-value of its own randomized contrasts
+  (transfer trials for the other roles) has reached 1/alpha over at least ``min_tasks`` tasks.
+  An e-value may be checked as often as one likes: the chance that it ever reaches 1/alpha for
+  a role the lesson does not help is at most alpha. The private lessons judged equivalent to it
+  are merged into it (deleted), and the new global lesson keeps their evidence (its lineage).
 - **demote**: a global lesson that can no longer help ``min_roles`` roles goes back to the
   private libraries of the roles it still helps, or leaves.
-
-After every step:
-
 - **prune**: a private lesson whose evidence no longer supports it for its own role leaves.
 
 "Can no longer help" is not "proven harmful": a lesson leaves when its upper bound falls
 below ``margin``, or when after ``max_tasks`` tasks not even a lenient bound admits help.
-Pruning removes, never adds, so it needs no spending: its error is to lose a lesson that
-helps a little, and it is kept rare by pruning on the lenient rule one lesson at a time.
+Removing needs no protection against looking often: its error is to lose a lesson that helps
+a little, and it is kept rare by pruning on the lenient rule one lesson at a time.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from statistics import NormalDist
 
 from mas.config import PromotionPolicy
 from mas.library.edits import apply, lesson_id
-from mas.library.evidence import _Tally, effect_of, plausibly_helps
+from mas.library.evidence import Tally, effect_of, plausibly_helps
+from mas.library.similar import normal
 from mas.types import GLOBAL, Add, Delete, Edit, Effect, Lesson, PromotionMove, Provenance, Version
 
 Same = Callable[[Lesson, Lesson], bool]
@@ -35,18 +35,20 @@ Same = Callable[[Lesson, Lesson], bool]
 
 def plan(
     heads: dict[str, Version],
-    tallies: dict[tuple[str, str], _Tally],
+    tallies: dict[tuple[str, str], Tally],
     policy: PromotionPolicy,
     *,
-    level: float,
     same: Same,
+    roles: list[str] | None = None,
 ) -> list[PromotionMove]:
-    """The moves the evidence justifies at this look (``level``: the bounds' spent level)."""
-    roles = sorted({v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies})
-    return _promotions(heads, tallies, policy, level, same, roles) + _demotions(heads, tallies, policy, level, roles)
+    """The moves the evidence justifies now. ``roles``: the team's (else the roles with a
+    library or with evidence; a role not counted could not stop a demotion)."""
+    known = {v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies}
+    roles = sorted(known | set(roles or ()))
+    return _promotions(heads, tallies, policy, same, roles) + _demotions(heads, tallies, policy, roles)
 
 
-def _promotions(heads, tallies, policy, level, same: Same, roles: list[str]) -> list[PromotionMove]:
+def _promotions(heads, tallies, policy, same: Same, roles: list[str]) -> list[PromotionMove]:
     """For each role, the lesson's own randomized evidence: its contrasts where it is, its
     transfer trials elsewhere; for a role that has its own copy in other words (judged the
     same) instead of a trial, that copy's evidence. The copies are merged into the promoted
@@ -62,8 +64,8 @@ def _promotions(heads, tallies, policy, level, same: Same, roles: list[str]) -> 
                 role: [m for m in heads.get(role, Version.empty(role)).lessons if m.id != lesson.id and same(lesson, m)]
                 for role in roles
             }
-            evidence = [_evidence(role, lesson, copies[role], tallies, policy, level) for role in roles]
-            helped = [e.role for e in evidence if _helps(e, policy)]
+            evidence = [_evidence(role, lesson, copies[role], tallies, policy) for role in roles]
+            helped = [e.role for e in evidence if helps(e, policy)]
             if len(helped) < policy.min_roles:
                 continue
             merged = sorted({lesson.id, *(m.id for group in copies.values() for m in group)} - taken)
@@ -81,13 +83,11 @@ def _promotions(heads, tallies, policy, level, same: Same, roles: list[str]) -> 
     return moves
 
 
-def _evidence(
-    role: str, lesson: Lesson, copies: list[Lesson], tallies, policy: PromotionPolicy, level: float
-) -> Effect:
-    own = effect_of(role, lesson.id, tallies.get((role, lesson.id), _Tally()), level)
+def _evidence(role: str, lesson: Lesson, copies: list[Lesson], tallies, policy: PromotionPolicy) -> Effect:
+    own = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
     if own.tasks >= policy.min_tasks or not copies:
         return own
-    return max((effect_of(role, c.id, tallies.get((role, c.id), _Tally()), level) for c in copies), key=lambda e: e.lcb)
+    return max((effect_of(role, c.id, tallies.get((role, c.id), Tally())) for c in copies), key=lambda e: e.e_value)
 
 
 def merges(heads: dict[str, Version], tallies, policy: PromotionPolicy, same: Same) -> list[PromotionMove]:
@@ -101,7 +101,7 @@ def merges(heads: dict[str, Version], tallies, policy: PromotionPolicy, same: Sa
             for b in version.lessons[i + 1 :]:
                 if a.id in gone or b.id in gone or not same(a, b):
                     continue
-                ea, eb = (effect_of(role, x.id, tallies.get((role, x.id), _Tally()), policy.alpha) for x in (a, b))
+                ea, eb = (effect_of(role, x.id, tallies.get((role, x.id), Tally())) for x in (a, b))
                 keep, drop, e = (a, b, eb) if (ea.tasks, ea.effect) >= (eb.tasks, eb.effect) else (b, a, ea)
                 gone.add(drop.id)
                 moves.append(
@@ -117,13 +117,13 @@ def merges(heads: dict[str, Version], tallies, policy: PromotionPolicy, same: Sa
     return moves
 
 
-def _demotions(heads, tallies, policy, level, roles: list[str]) -> list[PromotionMove]:
+def _demotions(heads, tallies, policy, roles: list[str]) -> list[PromotionMove]:
     moves = []
     for lesson in heads.get(GLOBAL, Version.empty(GLOBAL)).lessons:
-        evidence = [effect_of(role, lesson.id, tallies.get((role, lesson.id), _Tally()), level) for role in roles]
-        possible = [e.role for e in evidence if not _cannot_help(e, policy)]
+        evidence = [effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally())) for role in roles]
+        possible = [e.role for e in evidence if not cannot_help(e, policy)]
         if len(possible) < policy.min_roles:
-            back = [e.role for e in evidence if _helps(e, policy)]
+            back = [e.role for e in evidence if helps(e, policy)]
             moves.append(
                 PromotionMove(
                     kind="demote",
@@ -138,27 +138,39 @@ def _demotions(heads, tallies, policy, level, roles: list[str]) -> list[Promotio
 
 
 def prunings(
-    heads: dict[str, Version], tallies: dict[tuple[str, str], _Tally], policy: PromotionPolicy
+    heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, *, last: bool = False
 ) -> list[PromotionMove]:
-    """Every private lesson whose upper bound (at ``alpha``) is below the margin, and at most
+    """Every private lesson whose upper bound is below the margin, and at most
     one per library that is not even plausibly helping after ``max_tasks`` tasks: two lessons
     that do the same job each look weak while the other is often shown, and removing one
-    lets the other's evidence show again."""
+    lets the other's evidence show again. After a run's ``last`` step, also every lesson whose
+    estimate over at least ``min_tasks`` tasks is below zero: no more evidence will come, and a
+    lesson written late in the run, which the rules above had no time to judge, should not stay
+    in the prompt on a harmful estimate (a lesson with less evidence than that stays)."""
     moves = []
     for version in heads.values():
         if version.library == GLOBAL:
             continue
         own = [
-            (effect_of(version.library, l.id, tallies.get((version.library, l.id), _Tally()), policy.alpha), l)
+            (effect_of(version.library, l.id, tallies.get((version.library, l.id), Tally())), l)
             for l in version.lessons
         ]
         below = [(e, l) for e, l in own if e.tasks >= policy.min_tasks and e.ucb < policy.margin]
         idle = sorted(
-            ((e, l) for e, l in own if (e, l) not in below and _cannot_help(e, policy)), key=lambda pair: pair[0].ucb
-        )
-        for e, lesson in below + idle[:1]:
+            ((e, l) for e, l in own if (e, l) not in below and cannot_help(e, policy) and not helps(e, policy)),
+            key=lambda pair: pair[0].ucb,
+        )[:1]
+        if last:
+            idle += [
+                (e, l) for e, l in own if e.tasks >= policy.min_tasks and e.effect < 0 and (e, l) not in below + idle
+            ]
+        for e, lesson in below + idle:
             reason = (
-                "upper bound below the margin" if e.ucb < policy.margin else f"not shown to help in {e.tasks} tasks"
+                "upper bound below the margin"
+                if e.ucb < policy.margin
+                else f"not shown to help in {e.tasks} tasks"
+                if cannot_help(e, policy)
+                else f"its estimate over {e.tasks} tasks is below zero at the run's end"
             )
             moves.append(
                 PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
@@ -166,17 +178,61 @@ def prunings(
     return moves
 
 
-def _helps(e: Effect, policy: PromotionPolicy) -> bool:
-    return e.tasks >= policy.min_tasks and e.lcb > 0
+SPLIT_LEVEL = 0.002
+"""Two-sided level at which the own evidence of two lessons judged the same must differ for
+the pair to be split (strict: the pairs are checked after every step)."""
 
 
-def _cannot_help(e: Effect, policy: PromotionPolicy) -> bool:
+def splits(
+    heads: dict[str, Version], raw: dict[tuple[str, str], Tally], policy: PromotionPolicy, same: Same
+) -> list[PromotionMove]:
+    """Pairs of one library that the judge calls the same (so merged, or drawn as one class)
+    whose own randomized evidence says otherwise: in the groups where each was drawn on its own
+    (``raw``: each lesson as it was drawn, no lineage, no classes), one did better for the role
+    than the other, beyond chance at ``SPLIT_LEVEL``. The judge said "the same"; the rollouts
+    decide: the pair is split (not merged, or drawn apart again from the next step). A pair
+    drawn as one class since it was judged has the same contrasts in those groups, so only the
+    groups before count; texts with the same words are never split."""
+    moves = []
+    for version in heads.values():
+        role = version.library
+        if role == GLOBAL:
+            continue
+        for i, a in enumerate(version.lessons):
+            for b in version.lessons[i + 1 :]:
+                if normal(a.text) == normal(b.text) or not same(a, b):
+                    continue
+                ea, eb = (effect_of(role, x.id, raw.get((role, x.id), Tally())) for x in (a, b))
+                if min(ea.tasks, eb.tasks) < policy.min_tasks:
+                    continue
+                z = abs(ea.effect - eb.effect) / math.hypot(ea.se, eb.se)
+                if z > NormalDist().inv_cdf(1 - SPLIT_LEVEL / 2):
+                    (better, e1), (worse, e2) = sorted(((a, ea), (b, eb)), key=lambda pair: -pair[1].effect)
+                    moves.append(
+                        PromotionMove(
+                            kind="split",
+                            text=worse.text,
+                            lessons=[worse.id, better.id],
+                            evidence=[e2, e1],
+                            roles=[role],
+                            reason=f"judged the same as {better.id}, but its own evidence ({e2.effect:+.2f}) is not "
+                            f"that of {better.id} ({e1.effect:+.2f})",
+                        )  # fmt: skip
+                    )
+    return moves
+
+
+def helps(e: Effect, policy: PromotionPolicy) -> bool:
+    """Shown to help the role: its e-value reached 1/alpha, over at least ``min_tasks`` tasks."""
+    return e.tasks >= policy.min_tasks and e.e_value * policy.alpha >= 1
+
+
+def cannot_help(e: Effect, policy: PromotionPolicy) -> bool:
     """Its upper bound is below the margin, or after ``max_tasks`` tasks not even a lenient
-    bound admits that it helps. (The strict bound, spent across looks, decides promotions: a
-    small real effect must not be pruned only because later looks are stricter.)"""
+    bound admits that it helps."""
     if e.tasks < policy.min_tasks:
         return False
-    return e.ucb < policy.margin or (e.tasks >= policy.max_tasks and not plausibly_helps(e))
+    return e.ucb < policy.margin or (e.tasks >= policy.max_tasks and not plausibly_helps(e, policy.margin))
 
 
 def execute(
@@ -197,6 +253,8 @@ def execute(
             edits.setdefault(GLOBAL, []).append(Delete(op="delete", id=move.lessons[0]))
             for role in move.roles:
                 into = _add(edits, next_ids, role, move.text)
+        elif move.kind == "split":  # no library changes: the judge is overruled (``hierarchy``)
+            pass
         else:  # prune, merge
             edits.setdefault(move.lessons[0].rpartition("/")[0], []).append(Delete(op="delete", id=move.lessons[0]))
             into = move.into

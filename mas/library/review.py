@@ -8,7 +8,8 @@ deleted lessons, each with the step that did it.
 
     - **solver/0002** When the numbers are small, say each one aloud before using it.
       - from: run maths-1, epoch 0, step 1 (v2)
-      - evidence: solver +0.20 [-0.05, +0.45] over 6 tasks; verifier (transfer trial) +0.10 [n/a, n/a] over 1 task
+      - evidence: solver +0.20 [-0.05, +0.45] over 6 tasks, e-value 3.1; verifier (transfer trial) +0.10
+        [n/a, n/a] over 1 task, e-value 1.1
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def evidence(lesson: str, effects: dict[tuple[str, str], Effect]) -> str:
         return NO_EVIDENCE
     return "; ".join(
         f"{e.role}{' (transfer trial)' if e.trial else ''} {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] "
-        f"over {e.tasks} task{'s' * (e.tasks != 1)}"
+        f"over {e.tasks} task{'s' * (e.tasks != 1)}, e-value {e.e_value:.1f}"
         for e in found
     )
 

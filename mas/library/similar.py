@@ -30,6 +30,7 @@ from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import text_problem
 from mas.meter import Meter
 from mas.paths import regular_file
+from mas.redact import redact_data
 from mas.types import Equivalence, Lesson
 
 _WORD = re.compile(r"[a-z0-9']+")
@@ -76,7 +77,21 @@ class Judge:
     ):
         self.path, self.client, self.threshold, self.seed, self.temperature = path, client, overlap, seed, temperature
         self.meter = meter or Meter()
-        self.known: dict[str, Equivalence] = dict(self._read())
+        self.known: dict[str, Equivalence] = {}
+        self.canaries: list[bool] = []
+        """Whether the model told each canary (a lesson and its negation) apart, in order."""
+        for key, verdict in self._read():
+            if key == CANARY:
+                self.canaries.append(not verdict.same)
+            else:
+                self.known[key] = verdict
+
+    @property
+    def trusted(self) -> bool:
+        """The model's "same" is believed only once it has told ``CANARIES`` lessons from their
+        negations, and keeps telling at least three in four apart: a weak model, or one that
+        calls every pair (or every pair sharing many words) the same, merges nothing."""
+        return len(self.canaries) >= CANARIES and 4 * self.canaries.count(False) <= len(self.canaries)
 
     def candidate(self, a: Lesson, b: Lesson) -> bool:
         """Worth judging by words: in the same library (a library is small, and a paraphrase
@@ -97,7 +112,9 @@ class Judge:
         """What is known about the pair without a model call: a rule, a judgement kept beside
         the library (whoever asked for it), else "different" for a pair that is no candidate
         (None: a candidate not judged yet)."""
-        found = self.ruled(a, b) or self.known.get(_key(a.text, b.text))
+        found = self.ruled(a, b)
+        if found is None and (found := self.known.get(_key(a.text, b.text))) and found.same and not self.trusted:
+            return Equivalence(reason="the judge has not shown that it tells a lesson from its negation", same=False)
         if found is None and not self.candidate(a, b):
             return Equivalence(reason="different words", same=False)
         return found
@@ -107,11 +124,11 @@ class Judge:
         return self.ruled(a, b) is None and _key(a.text, b.text) not in self.known
 
     async def same(self, a: Lesson, b: Lesson) -> bool:
-        found = self.verdict(a, b)
-        if found is None and self.client is not None:
+        if self.verdict(a, b) is None and self.client is not None:
             key = _key(a.text, b.text)
-            found = self._record(key, a, b, await self._decide(a, b, key))
-        return bool(found and found.same)
+            await self._check([a, b])
+            self._record(key, a, b, await self._decide(a, b, key))
+        return self.known_same(a, b)
 
     def known_same(self, a: Lesson, b: Lesson) -> bool:
         """Judged the same already (no model call): what planning a step can use."""
@@ -129,6 +146,8 @@ class Judge:
         for a, b in pairs:
             if self.open(a, b):
                 todo.setdefault(_key(a.text, b.text), (a, b))
+        if todo:
+            await self._check([l for pair in todo.values() for l in pair])
         replies = await asyncio.gather(*(self._decide(a, b, key) for key, (a, b) in todo.items()))
         for (key, (a, b)), reply in zip(todo.items(), replies, strict=True):
             self._record(key, a, b, reply)
@@ -147,6 +166,29 @@ class Judge:
             if reply is not None and reply.same:
                 reply = first
         return reply
+
+    def overrule(self, a: str, b: str, reason: str, *, keep: bool = True) -> None:
+        """Two texts the randomized evidence tells apart: different from now on, whatever the
+        model said (kept beside the library like any judgement, unless ``keep`` is False)."""
+        verdict = Equivalence(reason=reason, same=False)
+        self.known[_key(a, b)] = verdict
+        if keep:
+            self._append(_key(a, b), a, b, verdict)
+
+    async def _check(self, lessons: list[Lesson]) -> None:
+        """Canaries, before a batch of judgements: each a lesson of the batch beside its own
+        negation, asked as any pair is (a "same" twice). Until ``CANARIES`` were asked, as many
+        as that takes; then one a batch, so that a judge that starts to fail stops counting."""
+        texts = list(dict.fromkeys(l.text for l in lessons if not negates(l.text)))
+        texts = texts[: max(CANARIES - len(self.canaries), 1)]
+        pairs = [(Lesson(id="canary/0001", text=t), Lesson(id="canary/0002", text=negation(t))) for t in texts]
+        replies = await asyncio.gather(*(self._decide(a, b, f"{CANARY}/{_key(a.text, b.text)}") for a, b in pairs))
+        for (a, b), reply in zip(pairs, replies, strict=True):
+            if reply is not None:
+                self.canaries.append(not reply.same)
+                self._append(CANARY, a.text, b.text, reply)
+                if reply.same:
+                    self.meter.fail("equivalence", "called a lesson and its negation the same")
 
     def _record(self, key: str, a: Lesson, b: Lesson, reply: Equivalence | None) -> Equivalence | None:
         if reply is not None:
@@ -178,12 +220,31 @@ class Judge:
                 continue  # a torn or damaged line: that pair is judged again (the log is a cache)
 
     def _append(self, key: str, a: str, b: str, verdict: Equivalence) -> None:
-        line = {"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")}
+        line = redact_data({"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+CANARIES = 2
+"""Canaries a judge must pass before its "same" counts (``Judge.trusted``)."""
+
+CANARY = "canary"
+"""The key of a canary's line in the judgements log."""
+
+
+def negation(text: str) -> str:
+    """``text`` saying the opposite of what it tells one to do: a canary for the judge.
+
+    >>> negation("When a result comes back, compare it with an estimate.")
+    'When a result comes back, never compare it with an estimate.'
+    """
+    head, comma, rest = text.partition(", ")
+    if comma and rest:
+        return f"{head}, never {rest[0].lower()}{rest[1:]}"
+    return f"Never {text[0].lower()}{text[1:]}"
 
 
 def classes(lessons: Iterable[Lesson], same: Callable[[Lesson, Lesson], bool]) -> dict[str, str]:

@@ -30,7 +30,7 @@ def export(store, fmt: str, *, tasks: bool = True) -> tuple[str, nx.DiGraph]:
 
     side = SideFiles(store.path)
     graph = usage_graph.build(
-        hierarchy.effects(store, PromotionPolicy(), look=max(hierarchy.looks(store), 1)),
+        hierarchy.effects(store, PromotionPolicy()),
         store.heads(),
         history=[v for name in store.libraries() for v in store.versions(name)],
         moves=[m for log in (side.promotions, side.prunings) for _, step in log.steps() for m in step],
@@ -100,7 +100,8 @@ def _moves_table(moves: list[tuple[StepKey, list[PromotionMove]]]) -> str:
     for key, items in moves:
         for m in items:
             evidence = "; ".join(
-                f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks}" for e in m.evidence
+                f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks} e={e.e_value:.1f}"
+                for e in m.evidence
             )
             ids = ", ".join(m.lessons) + (f" -> {m.into}" if m.into else "")
             cells = [m.kind, m.text, ids, ", ".join(m.roles) or "-", evidence, m.reason, f"{key.run} epoch {key.epoch}"]
