@@ -43,6 +43,7 @@ from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.ray_executor import EXTRA, RayExecutor, import_ray
 from mas.scenario import load_scenario
+from mas.testing import descendants
 from mas.train import train
 
 G, SLOTS, GOAL, REFUSED = 8, 512, 1.7, 0.02
@@ -66,21 +67,6 @@ def cpu_of(pids) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / TICK
-
-
-def descendants(root: int) -> set[int]:
-    """Every process ``root`` started, directly or not (Ray's processes and workers)."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 async def step(spec, url: str, folder: Path, workers: int, endpoint: int) -> dict:

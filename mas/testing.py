@@ -117,3 +117,18 @@ def journal(run_dir: Path, kind: str | None = None) -> list[dict]:
     path = Path(run_dir) / "journal.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     return [r for r in records if kind in (None, r["kind"])]
+
+
+def descendants(root: int) -> set[int]:
+    """Every process ``root`` started, directly or not (Ray's processes and workers)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found

@@ -27,6 +27,7 @@ from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.models.fake import FakeClient
 from mas.studies.evaluate import evaluate
+from mas.testing import descendants
 from mas.train import train
 from tests.test_cli import mas
 
@@ -227,7 +228,7 @@ def test_a_killed_driver_resumes_on_ray(tmp_path):
     while not (journal.exists() and journal.read_text().count('"kind":"rollout"') >= 6):
         assert cut.poll() is None and time.monotonic() < deadline, "the run ended, or never began, before the kill"
         time.sleep(0.1)
-    started = _descendants(cut.pid)  # its Ray instance: gcs, raylet, workers
+    started = descendants(cut.pid)  # its Ray instance: gcs, raylet, workers
     assert started
     os.kill(cut.pid, signal.SIGKILL)
     cut.wait()
@@ -241,21 +242,6 @@ def test_a_killed_driver_resumes_on_ray(tmp_path):
     assert done.returncode == 0, done.stderr
     for name in SIDE_FILES:
         assert (tmp_path / "local" / name).read_bytes() == (ray / name).read_bytes(), name
-
-
-def _descendants(root: int) -> set[int]:
-    """Every process ``root`` started, directly or not."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def _alive(pid: int) -> bool:
