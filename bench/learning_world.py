@@ -631,7 +631,7 @@ def coverage(world: World, store: LibraryStore, questions: dict[str, str]) -> li
     in the role's prompt minus that without, the groups weighed as the estimate weighs them
     (n_shown * n_hidden / n). ``questions`` maps a task id to its question."""
     policy = PromotionPolicy()
-    lineage, twins = hierarchy.lineage(store), hierarchy.classes(store, policy)
+    lineage, twins = hierarchy.lineage(store), hierarchy.snapshot(store, policy).classes
     texts = {l.id: l.text for name in store.libraries() for v in store.versions(name) for l in v.lessons}
     unit = lambda lesson: twins.get(evidence._current(lesson, lineage), evidence._current(lesson, lineage))  # noqa: E731
     members: dict[str, set[str]] = {}

@@ -48,7 +48,7 @@ from mas import texts as texts_module
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
 from mas.library import inject
 from mas.library.edits import apply
-from mas.library.hierarchy import record_usage
+from mas.library.hierarchy import record
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request
 from mas.models.tokens import tokenizer
@@ -105,7 +105,7 @@ def established(store: LibraryStore, roles: list[str], count: int) -> None:
                     shown=ids if rollout % 2 == 0 else [], randomized=ids, reward=float(rollout % 2 == 0),
                     advantage=1.0 if rollout % 2 == 0 else -1.0,
                 ))  # fmt: skip
-    record_usage(store, events, Provenance(run="past", epoch=0, step=0))
+    record(store, Provenance(run="past", epoch=0, step=0), usage=events, quarantined=[], refused=[])
 
 
 # -- the order before issue 14, for the side-by-side baseline

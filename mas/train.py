@@ -1,47 +1,36 @@
-"""The training loop: epochs of steps, each step the stages in order, checkpointed.
+"""The training loop: epochs of steps (``mas.step``), budgets, checkpoints and resume.
 
-This module only orders the stages (``stages.py``) and records their results; it has no
-learning logic of its own. A run lives in a run directory (``run.json`` with its settings,
+This module orders the steps and records their reports; it has no learning logic of its
+own. A run lives in a run directory (``run.json`` with its settings,
 ``journal.jsonl`` with every stage's output); starting it again resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
-from mas import runs, screen, stages
+from mas import runs
 from mas.config import TrainConfig, seed_of
-from mas.cost import Price, stage_costs
+from mas.cost import Price
 from mas.executor import Executor
 from mas.journal import Journal, records
-from mas.library import hierarchy, pending
+from mas.library import pending
 from mas.library.edits import apply
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
-from mas.meter import Meter
-from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
-from mas.models.tokens import resolve, tokenizer
+from mas.models.tokens import resolve
 from mas.scenario import Scenario
+from mas.step.run import run_step
 from mas.types import (
-    GLOBAL,
-    Advantage,
     Delete,
-    EndpointCounts,
-    Group,
     Provenance,
-    QuarantineItem,
-    RefusedEdit,
-    Rejected,
     StepReport,
-    Summary,
     Task,
     Version,
 )
@@ -135,183 +124,19 @@ async def _train(
                 )  # fmt: skip
                 cadence = config.promotion.cadence
                 promote = cadence == "step" or (cadence == "epoch" and step == steps_per_epoch - 1)
-                report = await _step(
-                    scenario, batch, config, (client, learner), store, journal, provenance, price, promote, on_rollout,
-                    executor, last=epoch == config.epochs - 1 and step == steps_per_epoch - 1,
+                report = await run_step(
+                    scenario, batch, config, (client, learner), store, journal, provenance, price, promote=promote,
+                    last=epoch == config.epochs - 1 and step == steps_per_epoch - 1, on_rollout=on_rollout,
+                    executor=executor,
                 )  # fmt: skip
-                journal.put("step", f"e{epoch}/s{step}", done := report.model_dump(mode="json"))
+                journal.put("step", f"e{epoch}/s{step}", report.model_dump(mode="json"))
                 on_step(report)
             else:
                 on_rollout(len(batch) * config.group_size)
-            reports.append(StepReport.model_validate(done))
+                report = StepReport.model_validate(done)  # read back from the journal: untrusted
+            reports.append(report)
             spent += reports[-1].cost_usd
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
-
-
-async def _step(
-    scenario,
-    batch,
-    config,
-    clients,
-    store,
-    journal,
-    provenance: Provenance,
-    price: Price,
-    promote: bool,
-    on_rollout,
-    executor: Executor | None,
-    *,
-    last: bool = False,
-) -> StepReport:
-    """rollout -> reward -> filter -> summarize -> advantage (per task, concurrently), then
-    route -> screen -> edit -> apply (per library), then usage events, pruning, budgets, and
-    the promotion pass when it is due."""
-    started, meter = time.perf_counter(), Meter()
-    client, learner = clients
-    pending.settle(store)  # review decisions taken since the last step: this step sees them
-    before = await _counted(client, learner, executor)
-    heads = {name: store.head(name) for name in [GLOBAL, *scenario.role_names]}
-    judged = hierarchy.judge(store, config.promotion)
-    twins = hierarchy.classes(store, config.promotion, judged)
-    known = hierarchy.effects(store, config.promotion, twins=twins)
-    same = judged.known_same
-    ctx = stages.Context(
-        scenario,
-        config,
-        client,
-        journal,
-        meter,
-        heads,
-        provenance,
-        effects=known,
-        same=same,
-        classes=twins,
-        learner=learner,
-        on_rollout=on_rollout,
-        executor=executor,
-    )
-
-    async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
-        group = stages.reward(scenario, await stages.rollout(ctx, task), ground_truth=config.ground_truth)
-        if not stages.keep(config, group):
-            return group, None, None
-        summaries = await stages.summarize(ctx, group)
-        return group, summaries, await stages.advantage(ctx, group, summaries)
-
-    learned = await asyncio.gather(*(learn(task) for task in batch))
-    groups = [group for group, _, _ in learned]
-    advantages = [adv for _, _, adv in learned if adv is not None]
-    versions, refused = await _edit(ctx, groups, advantages)
-    held = 0
-    if config.review:
-        held = pending.hold(
-            store, provenance, versions, learned, heads=heads, route=config.route, limit=config.max_lessons
-        )
-    elif not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
-        store.commit([v for v in versions if v.edits])
-    events = [e for group, summaries, _ in learned for e in stages.usage_events(ctx, group, summaries)]
-    hierarchy.record_usage(store, events, provenance)
-    hierarchy.record_quarantine(store, refused, provenance)
-    hierarchy.record_rejected(store, _refusals(versions, ctx.refused), provenance)
-    if not config.exposure.off:  # twins known now are randomized as one from the next step on
-        await hierarchy.judge_new(
-            store, config.promotion, client=learner, seed=config.seed, temperature=config.learning_temperature,
-            meter=meter,
-        )  # fmt: skip
-    pruned = hierarchy.prune(store, config.promotion, provenance, last=last)
-    retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
-    moves = []
-    if promote:
-        moves = await hierarchy.promote(
-            store, config.promotion, provenance, budget=config.budget, client=learner, seed=config.seed,
-            temperature=config.learning_temperature, meter=meter, roles=scenario.role_names,
-        )  # fmt: skip
-    rewards = [reward for group in groups for reward in group.rewards]
-    stage_cost = stage_costs(meter.snapshot(), price)
-    informative = sum(group.informative for group in groups)
-    return StepReport(
-        epoch=provenance.epoch,
-        step=provenance.step,
-        task_ids=provenance.task_ids,
-        groups=len(groups),
-        informative=informative,
-        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
-        applied={v.library: len(v.edits) for v in versions if not config.review},
-        pending=held,
-        rejected={v.library: v.rejected for v in versions if v.rejected},
-        retired={v.library: len(v.edits) for v in retired},
-        pruned=len(pruned) + sum(m.kind == "merge" for m in moves),
-        promoted=sum(m.kind == "promote" for m in moves),
-        demoted=sum(m.kind == "demote" for m in moves),
-        quarantined=len(refused),
-        skipped_groups=informative - len(advantages),
-        failed_rollouts=sum(len(group.rollouts) - len(group.valid) for group in groups),
-        no_majority=sum(group.no_majority for group in groups),
-        refused_operations=ctx.refused,
-        calls=meter.snapshot(),
-        stage_cost_usd=stage_cost,
-        cost_usd=sum(stage_cost.values()),
-        seconds=round(time.perf_counter() - started, 3),
-        endpoint=after.minus(before) if before and (after := await _counted(client, learner, executor)) else None,
-        tokens_counted=tokenizer(config.budget.tokenizer).label,
-        **_role_spend(groups, scenario.role_names, price),
-    )
-
-
-async def _edit(
-    ctx: stages.Context, groups: list[Group], advantages: list[Advantage]
-) -> tuple[list[Version], list[QuarantineItem]]:
-    """Route and screen the operations, one edit call per library, screen the edits, apply them."""
-    answers, sources = screen.step_material(groups)
-    routed, refused = stages.screened(stages.route(ctx, advantages), answers, sources)
-    batches = await asyncio.gather(*(stages.edit(ctx, library, ops) for library, ops in routed.items()))
-    versions = []
-    for library, parsed in zip(routed, batches):
-        if parsed is not None:
-            edits, bad = parsed
-            edits, caught = stages.screened_edits(library, edits, answers, sources)
-            refused += caught
-            versions.append(stages.apply_edits(ctx, library, edits, bad))
-    return versions, refused
-
-
-def _endpoints(
-    client: ChatCompletionClient, learner: ChatCompletionClient, elsewhere: EndpointCounts | None = None
-) -> EndpointCounts | None:
-    """What the endpoints met so far: the team's, plus the learner's when it has its own, plus
-    what the rollouts run ``elsewhere`` met (another executor's workers)."""
-    team, learning = endpoint_counts(client), endpoint_counts(learner)
-    if team is None or learning is None or learning is team:
-        found = team or learning
-        here = found.model_copy(deep=True) if found else None
-    else:
-        here = team.plus(learning)
-    if elsewhere is None or here is None:
-        return here or elsewhere
-    return here.plus(elsewhere)
-
-
-async def _counted(client, learner, executor: Executor | None) -> EndpointCounts | None:
-    """``_endpoints``, with what the executor's workers met."""
-    return _endpoints(client, learner, await executor.endpoint_counts() if executor else None)
-
-
-def _refusals(versions: list[Version], operations: list[Rejected]) -> list[RefusedEdit]:
-    """The step's refused operations (of its advantages) and edits (of its edit calls)."""
-    out = [
-        RefusedEdit(library=_library_of(r.edit), edit=r.edit, reason=r.reason, stage="advantage") for r in operations
-    ]
-    return out + [
-        RefusedEdit(library=v.library, edit=r.edit, reason=r.reason, stage="edit") for v in versions for r in v.rejected
-    ]
-
-
-def _library_of(proposed: dict | str) -> str:
-    """The library an operation names: an add's, or that of the lesson it changes."""
-    if not isinstance(proposed, dict):
-        return ""
-    named = proposed.get("library") or str(proposed.get("id") or "").rpartition("/")[0]
-    return named if isinstance(named, str) else ""
 
 
 def _empty(store: LibraryStore, provenance: Provenance) -> None:
@@ -342,14 +167,6 @@ def with_tokenizer(config: TrainConfig, client: ChatCompletionClient) -> TrainCo
     return config.model_copy(
         update={"budget": budget.model_copy(update={"tokenizer": resolve(budget.tokenizer, client)})}
     )
-
-
-def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:
-    tokens, cost = dict.fromkeys(roles, 0), dict.fromkeys(roles, 0.0)
-    for trace in (t for g in groups for r in g.rollouts for t in r.traces):
-        tokens[trace.role] += trace.tokens
-        cost[trace.role] += sum(price.of(t.prompt_tokens, t.completion_tokens) for t in trace.turns)
-    return {"role_tokens": tokens, "role_cost_usd": cost}
 
 
 def _order(tasks: list[Task], config: TrainConfig, epoch: int) -> list[Task]:

@@ -974,7 +974,7 @@ def test_a_secret_is_written_nowhere(echo, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("echo", ECHOES)
 def test_a_lesson_holding_a_secret_is_refused(echo, monkeypatch):
-    from mas import stages
+    from mas.step import edit as stages
     from mas.types import Add
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)

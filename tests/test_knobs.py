@@ -9,7 +9,7 @@ import pytest
 from mas.config import EvalConfig, TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, default_respond
-from mas.stages import reward
+from mas.step.rollout import reward
 from mas.studies.evaluate import evaluate
 from mas.testing import journal, stage, train_on_fake
 from mas.train import train

@@ -15,7 +15,7 @@ from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, default_respond
 from mas.scenario import held_out, load_scenario
-from mas.stages import reward
+from mas.step.rollout import reward
 from mas.studies.evaluate import check_held_out
 from mas.testing import journal, stage, train_on_fake
 from mas.types import Add, Delete, Group, Lesson, Provenance, Rollout, Task, Version

@@ -260,17 +260,17 @@ import os, signal
 from mas.library import hierarchy
 from mas.library.logs import SideFiles
 
-record_usage, after = hierarchy.record_usage, int(os.environ["MAS_TEST_KILL_AFTER_HELD"])
+record, after = hierarchy.record, int(os.environ["MAS_TEST_KILL_AFTER_HELD"])
 
 
-def killing(store, events, provenance):  # the first call after the step held its edits
+def killing(store, provenance, **logs):  # the first call after the step held its edits
     held = SideFiles(store.path).pending.path
     if held.exists() and held.read_bytes().count(b"\\n") >= after:
         os.kill(os.getpid(), signal.SIGKILL)
-    return record_usage(store, events, provenance)
+    return record(store, provenance, **logs)
 
 
-hierarchy.record_usage = killing
+hierarchy.record = killing
 from mas.cli.main import main
 
 main()

@@ -209,7 +209,9 @@ def test_twins_are_judged_after_every_step_and_shown_as_one_from_the_next(world,
     store = world_run(
         world,
         tmp_path,
-        on_step=lambda report, store: known.setdefault(report.step + 1, hierarchy.classes(store, PromotionPolicy())),
+        on_step=lambda report, store: known.setdefault(
+            report.step + 1, hierarchy.snapshot(store, PromotionPolicy()).classes
+        ),
     )
     assert SideFiles(store.path).equivalence.read_text().splitlines()  # judged within the steps
     coupled = 0
@@ -233,7 +235,7 @@ def test_a_resumed_run_draws_the_same_class_exposures(world, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         world_run(world, tmp_path / "killed", stop_after=stop, w=endpoint)
     killed = world_run(world, tmp_path / "killed", w=endpoint)
-    assert hierarchy.classes(whole, PromotionPolicy())  # there were twins to draw for
+    assert hierarchy.snapshot(whole, PromotionPolicy()).classes  # there were twins to draw for
     mine = [e.model_dump() for e in SideFiles(killed.path).usage.items()]
     assert mine == [e.model_dump() for e in SideFiles(whole.path).usage.items()]
     for name in whole.libraries():
@@ -269,7 +271,7 @@ def test_a_promising_lesson_is_judged_against_another_roles_paraphrase_that_shar
         for task in range(6)
         for i in range(4)
     ]
-    hierarchy.record_usage(store, events, Provenance(run="r", epoch=0, step=0))
+    hierarchy.record(store, Provenance(run="r", epoch=0, step=0), usage=events, quarantined=[], refused=[])
     policy = PromotionPolicy()
     twins = {planner.text, solver.text}
 
@@ -281,11 +283,11 @@ def test_a_promising_lesson_is_judged_against_another_roles_paraphrase_that_shar
     asyncio.run(hierarchy.judge_new(store, policy, client=client))
     asked = [{line for line in r.messages[0].splitlines() if line.startswith("Lesson")} for r in client.requests]
     assert any(planner.text in " ".join(pair) and solver.text in " ".join(pair) for pair in asked)
-    found = hierarchy.classes(store, policy)
+    found = hierarchy.snapshot(store, policy).classes
     assert found[planner.id] == found[solver.id]
     effects = hierarchy.effects(store, policy)
     assert effects[("planner", planner.id)].effect > 0
-    same = hierarchy.judge(store, policy).known_same
+    same = hierarchy.snapshot(store, policy).same
     assert exposure.trial_lessons("solver", store.heads(), effects, most=3, promotion=policy, same=same) == []
     # the planner's proven lesson first, and not the solver's copy of it beside it
     assert exposure.trial_lessons("verifier", store.heads(), effects, most=3, promotion=policy, same=same) == [
@@ -384,6 +386,6 @@ def test_twins_whose_own_evidence_disagrees_are_split_not_merged(tmp_path):
     assert not any(m.kind == "merge" for m in moves)  # without the split, the judge's "same" merges them
     assert {l.id for l in store.head("solver").lessons} == {reread.id, mental.id}
     assert not Judge(side.equivalence, client=None, overlap=0.3).known_same(mental, reread)
-    assert hierarchy.classes(store, PromotionPolicy()) == {}  # drawn apart from the next step on
+    assert hierarchy.snapshot(store, PromotionPolicy()).classes == {}  # drawn apart from the next step on
     later = stamp.model_copy(update={"step": 1})
     assert not asyncio.run(hierarchy.promote(store, PromotionPolicy(), later, budget=Budget()))  # split once

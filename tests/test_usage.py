@@ -9,7 +9,8 @@ import pytest
 from mas.config import ExposurePolicy, PromotionPolicy
 from mas.library import evidence, exposure, graph
 from mas.library.logs import StepKey, StepLog
-from mas.stages import Context, numeric_advantages, usage_events
+from mas.step.context import Context
+from mas.step.usage import numeric_advantages, usage_events
 from mas.types import (
     Effect,
     Group,

@@ -9,13 +9,17 @@ so a resumed pass carries out the moves it logged instead of planning new ones.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from autogen_core.models import ChatCompletionClient
 
 from mas.config import PromotionPolicy
 from mas.library import evidence, promotion, similar
 from mas.library.budget import retirements, tokens
 from mas.library.edits import apply
-from mas.library.logs import SideFiles, StepKey
+from mas.library.evidence import Tally
+from mas.library.logs import StepKey
+from mas.library.promotion import Same
 from mas.library.similar import Judge
 from mas.library.store import LibraryStore
 from mas.meter import Meter
@@ -32,45 +36,65 @@ from mas.types import (
 )
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What the decisions of a step read, taken at once: the libraries, the equivalence
+    verdicts known, the lineage of promoted lessons, the classes of twins, and the randomized
+    evidence counted with them. The decisions (``promotion``) are functions of it; reading it
+    again after a change costs only what changed (``SideFiles.evidence``)."""
+
+    heads: dict[str, Version]
+    judge: Judge
+    lineage: dict[str, str]
+    classes: dict[str, str]
+    """Lesson id -> its class of twins (``similar.classes``): randomized and counted as one."""
+    tallies: dict[tuple[str, str], Tally]
+    effects: dict[tuple[str, str], Effect]
+
+    @property
+    def same(self) -> Same:
+        """Judged to say the same thing, by the verdicts known (no model call)."""
+        return self.judge.known_same
+
+
+def snapshot(store: LibraryStore, policy: PromotionPolicy, judge: Judge | None = None) -> Snapshot:
+    """The step's evidence as the library and its side files hold it now (``judge``: one with
+    verdicts of its own, else those kept beside the library)."""
+    side = store.side
+    judge = judge or Judge(side.equivalence, client=None, overlap=policy.overlap)
+    heads = store.heads()
+    known = lineage(store)
+    twins = similar.classes((l for v in heads.values() for l in v.lessons), judge.known_same)
+    tallies = side.evidence.contrasts(known, twins)
+    return Snapshot(heads, judge, known, twins, tallies, evidence.effects(tallies, twins))
+
+
 def step_key(provenance: Provenance) -> StepKey:
     return StepKey(provenance.run, provenance.epoch, provenance.step)
 
 
-def record_usage(store: LibraryStore, events: list[UsageEvent], provenance: Provenance) -> None:
-    SideFiles(store.path).usage.append(step_key(provenance), events)
-
-
-def record_quarantine(store: LibraryStore, refused: list[QuarantineItem], provenance: Provenance) -> None:
-    SideFiles(store.path).quarantine.append(step_key(provenance), refused)
-
-
-def record_rejected(store: LibraryStore, refused: list[RefusedEdit], provenance: Provenance) -> None:
-    SideFiles(store.path).rejected.append(step_key(provenance), refused)
+def record(
+    store: LibraryStore,
+    provenance: Provenance,
+    *,
+    usage: list[UsageEvent],
+    quarantined: list[QuarantineItem],
+    refused: list[RefusedEdit],
+) -> None:
+    """The step's usage events, quarantined lessons and refused edits, in their logs (once)."""
+    key = step_key(provenance)
+    store.side.usage.append(key, usage)
+    store.side.quarantine.append(key, quarantined)
+    store.side.rejected.append(key, refused)
 
 
 def lineage(store: LibraryStore) -> dict[str, str]:
-    return promotion.lineage(list(SideFiles(store.path).promotions.items()))
+    return promotion.lineage(list(store.side.promotions.items()))
 
 
-def judge(store: LibraryStore, policy: PromotionPolicy) -> Judge:
-    """The equivalence judgements made so far, without a model (for planning a step)."""
-    return Judge(SideFiles(store.path).equivalence, client=None, overlap=policy.overlap)
-
-
-def classes(store: LibraryStore, policy: PromotionPolicy, judged: Judge | None = None) -> dict[str, str]:
-    """The lessons of the current libraries that are judged to say the same thing, by class
-    (``similar.classes``): what exposure randomizes together and evidence counts as one."""
-    same = (judged or judge(store, policy)).known_same
-    return similar.classes((l for v in store.heads().values() for l in v.lessons), same)
-
-
-def effects(
-    store: LibraryStore, policy: PromotionPolicy, *, twins: dict[str, str] | None = None
-) -> dict[tuple[str, str], Effect]:
-    """The randomized evidence so far, per (role, lesson), a class of twins counted as one
-    lesson (``twins``: ``classes()`` when not given)."""
-    twins = classes(store, policy) if twins is None else twins
-    return evidence.estimate(SideFiles(store.path).usage, lineage=lineage(store), classes=twins)
+def effects(store: LibraryStore, policy: PromotionPolicy) -> dict[tuple[str, str], Effect]:
+    """The randomized evidence so far, per (role, lesson), a class of twins counted as one."""
+    return snapshot(store, policy).effects
 
 
 async def judge_new(
@@ -87,10 +111,10 @@ async def judge_new(
     twins are randomized and counted as one from the next step on. Verdicts are kept beside
     the library, so a pair costs one model call once. Returns the number of calls made."""
     judge = Judge(
-        SideFiles(store.path).equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature,
-        meter=meter,
-    )  # fmt: skip
-    pairs = [(a, b) for a, b in _pairs(store.heads(), effects(store, policy), policy, judge) if judge.open(a, b)]
+        store.side.equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature, meter=meter
+    )
+    now = snapshot(store, policy, judge)
+    pairs = [(a, b) for a, b in _pairs(now.heads, now.effects, policy, judge) if judge.open(a, b)]
     await judge.judge_all(pairs)
     return len(pairs) if client is not None else 0
 
@@ -105,7 +129,7 @@ def enforce_budgets(
     ]
     if not over:
         return []
-    known = effects(store, policy)
+    known = snapshot(store, policy).effects
     stamp = provenance.model_copy(update={"stage": "budget"})
     versions = []
     for head in over:
@@ -142,21 +166,15 @@ def prune(
     log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
     no more evidence will come: every lesson tried on ``min_tasks`` tasks that is not even
     plausibly helping leaves (``promotion.prunings``)."""
-    side = SideFiles(store.path)
+    side = store.side
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)
     logged = next((moves for done, moves in side.prunings.steps() if done == key), None)
-    heads = store.heads()
-    moves = (
-        logged
-        if logged is not None
-        else promotion.prunings(
-            heads, evidence.contrasts(side.usage, lineage(store), classes(store, policy)), policy, last=last
-        )
-    )
+    now = snapshot(store, policy)
+    moves = logged if logged is not None else promotion.prunings(now.heads, now.tallies, policy, last=last)
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
-        store.commit(promotion.execute(moves, heads, provenance=stamp)[0])
+        store.commit(promotion.execute(moves, now.heads, provenance=stamp)[0])
     return moves
 
 
@@ -183,7 +201,7 @@ async def promote(
         )
     with store.exclusive():  # the library is held for the whole pass
         stamp = provenance.model_copy(update={"stage": "promotion"})
-        side = SideFiles(store.path)
+        side = store.side
         key = step_key(stamp)
         logged = next((moves for done, moves in side.promotions.steps() if done == key), None)
         if logged is not None:  # a crash came between the log and the commit
@@ -203,22 +221,21 @@ async def _plan(
     store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter, dry_run=False, roles=None
 ) -> list[PromotionMove]:
     """Merges within libraries, then promotions and demotions."""
-    side = SideFiles(store.path)
-    heads = store.heads()
+    side = store.side
     judge = Judge(
         side.equivalence, client=client, overlap=policy.overlap, seed=seed, temperature=temperature, meter=meter
     )  # fmt: skip
-    known = lineage(store)
-    await judge.judge_all(_pairs(heads, evidence.estimate(side.usage, lineage=known), policy, judge))
-    undone = promotion.splits(heads, evidence.contrasts(side.usage), policy, judge.known_same)
+    heads, known = store.heads(), lineage(store)
+    await judge.judge_all(_pairs(heads, side.evidence.estimate(lineage=known), policy, judge))
+    undone = promotion.splits(heads, side.evidence.contrasts(), policy, judge.known_same)
     texts = {l.id: l.text for v in heads.values() for l in v.lessons}
     for move in undone:  # the rollouts overrule the judge, from this pass on
         judge.overrule(move.text, texts[move.lessons[1]], move.reason, keep=not dry_run)
-    tallies = evidence.contrasts(side.usage, known, classes(store, policy, judge))
-    moves = undone + promotion.merges(heads, tallies, policy, judge.known_same)
+    now = snapshot(store, policy, judge)
+    moves = undone + promotion.merges(heads, now.tallies, policy, judge.known_same)
     merged = {i for m in moves for i in m.lessons}
     kept = {
         name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
         for name, v in heads.items()
     }
-    return moves + promotion.plan(kept, tallies, policy, same=judge.known_same, roles=roles)
+    return moves + promotion.plan(kept, now.tallies, policy, same=judge.known_same, roles=roles)

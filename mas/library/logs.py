@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -42,6 +41,9 @@ from mas.paths import atomic_write, regular_file
 from mas.redact import redact, redact_data
 from mas.types import PendingStep, PromotionMove, QuarantineItem, RefusedEdit, UsageEvent
 
+if TYPE_CHECKING:
+    from mas.library.evidence import Ledger
+
 Item = TypeVar("Item", bound=BaseModel)
 
 
@@ -49,6 +51,14 @@ class StepKey(NamedTuple):
     run: str
     epoch: int
     step: int
+
+
+class Mark(NamedTuple):
+    """Where a reader of a step log stopped: the file (device, inode) and the byte after the
+    last whole line it read."""
+
+    file: tuple[int, int] | None = None
+    offset: int = 0
 
 
 class CorruptLog(UserError):
@@ -70,6 +80,10 @@ class StepLog(Generic[Item]):
 
     def __init__(self, path: Path, item: type[Item], library: Path | None = None):
         self.path, self.item, self.library = path, item, library
+        self._keys: set[StepKey] = set()
+        self._indexed = Mark()
+        """The keys of the steps read so far, and where that reading stopped: each line is
+        read once for ``has_step`` however many steps append after it."""
 
     def steps(self) -> Iterator[tuple[StepKey, list[Item]]]:
         for number, raw, last in self._lines():
@@ -89,9 +103,75 @@ class StepLog(Generic[Item]):
             yield from items
 
     def has_step(self, key: StepKey) -> bool:
-        """Whether the step is recorded: read off each line's key, not its items (a check made
-        at every append, which must not cost a validation of the whole log)."""
-        return any(_key(raw) == key for _, raw, _ in self._lines())
+        """Whether the step is recorded (a check made at every append: the lines read before
+        are not read again)."""
+        if not self.current(self._indexed):
+            self._keys, self._indexed = set(), Mark()
+        for raw, mark in self._raw_since(self._indexed):
+            if (found := self._key(raw)) is not None:
+                self._keys.add(found)
+            self._indexed = mark
+        return key in self._keys
+
+    def current(self, mark: Mark) -> bool:
+        """Whether ``mark`` is a place in this very file: the file was not replaced since
+        (``repair``, a copy over it) and is not shorter."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return mark.offset == 0
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+        return mark.offset == 0 or (mark.file == (stat.st_dev, stat.st_ino) and stat.st_size >= mark.offset)
+
+    def since(self, mark: Mark) -> Iterator[tuple[StepKey, list[Item], Mark]]:
+        """The steps recorded after ``mark`` (a mark ``current`` says is still good; ``Mark()``
+        for all), each with the mark after it: a reader that keeps the mark reads each line
+        once. A last line cut short by a crash is not read (the mark stays before it)."""
+        for raw, after in self._raw_since(mark):
+            try:
+                key, items = self._parse(raw)
+            except ValueError as e:
+                raise CorruptLog(
+                    f"{self.path}: a line after byte {mark.offset} is not a step record ({_why(e)})"
+                ) from None
+            yield key, items, after
+            mark = after
+
+    def _raw_since(self, mark: Mark) -> Iterator[tuple[bytes, Mark]]:
+        """The whole lines after ``mark``, blank ones left out, each with the mark after it."""
+        try:
+            f = regular_file(self.path).open("rb")
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+        with f:
+            stat = os.fstat(f.fileno())
+            offset = mark.offset
+            f.seek(offset)
+            try:
+                for raw in f:
+                    if not raw.endswith(b"\n"):
+                        return  # cut short by a crash, or being written: not a line yet
+                    offset += len(raw)
+                    if raw.strip():
+                        yield raw, Mark((stat.st_dev, stat.st_ino), offset)
+            except OSError as e:
+                raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+
+    def _key(self, raw: bytes) -> StepKey | None:
+        """A line's step key: from the line validated as a step record, or, for a damaged line,
+        from its JSON when that still names one (``steps`` reports the damage)."""
+        try:
+            return self._parse(raw)[0]
+        except ValueError:
+            pass
+        try:
+            line = json.loads(raw)
+            return StepKey(line["run"], line["epoch"], line["step"]) if isinstance(line, dict) else None
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return None
 
     def append(self, key: StepKey, items: list[Item]) -> None:
         """Record the step's items once; a step already recorded is left as it is."""
@@ -202,23 +282,6 @@ class StepLog(Generic[Item]):
         return None
 
 
-_KEY = re.compile(rb'\{"run":("(?:[^"\\]|\\.)*"),"epoch":(-?\d+),"step":(-?\d+),')
-"""The key at the start of a line as ``append`` writes it."""
-
-
-def _key(raw: bytes) -> StepKey | None:
-    """A line's step key, read off its start (the whole line parsed when written otherwise);
-    None for a line that is not a step record."""
-    found = _KEY.match(raw)
-    try:
-        if found:
-            return StepKey(json.loads(found[1]), int(found[2]), int(found[3]))
-        line = json.loads(raw)
-        return StepKey(line["run"], line["epoch"], line["step"]) if isinstance(line, dict) else None
-    except (ValueError, KeyError, RecursionError):
-        return None
-
-
 @cache
 def _line(item: type[Item]) -> type[_Line]:
     return _Line[item]
@@ -249,6 +312,13 @@ class SideFiles:
         self.equivalence = self._beside(".equivalence.jsonl")
         self.pending = StepLog(self._beside(".pending.jsonl"), PendingStep, self.library)
         self.reviews = self._beside(".reviews.jsonl")
+
+    @cached_property
+    def evidence(self) -> Ledger:
+        """The usage log's randomized evidence, kept between reads (``evidence.Ledger``)."""
+        from mas.library.evidence import Ledger  # evidence reads logs: imported when first asked
+
+        return Ledger(self.usage)
 
     @property
     def logs(self) -> list[StepLog]:

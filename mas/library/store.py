@@ -215,9 +215,9 @@ class LibraryStore:
             self.path = Path(path).resolve()
         except (RuntimeError, OSError) as e:  # a symlink loop
             raise UserError(f"{path}: cannot resolve ({e})") from None
-        self._side = SideFiles(self.path)
+        self.side = SideFiles(self.path)
         self._lock_timeout = lock_timeout
-        self.backup = self._side.backup
+        self.backup = self.side.backup
         self._cache: tuple[str, list[Version]] | None = None
         """The file text last read or written, and its versions, validated: a read finding the
         very same text reuses them instead of parsing and validating the whole history again."""
@@ -317,14 +317,14 @@ class LibraryStore:
         """Held by every write to the library file."""
         import filelock  # here, not at the top: ``mas library show`` starts 10 ms sooner without it
 
-        return filelock.FileLock(self._side.lock, timeout=self._lock_timeout)
+        return filelock.FileLock(self.side.lock, timeout=self._lock_timeout)
 
     @cached_property
     def _held(self) -> filelock.FileLock:
         """Held for a whole operation (``exclusive``); one per file in this process, so it nests."""
         import filelock
 
-        return filelock.FileLock(self._side.run_lock, is_singleton=True)
+        return filelock.FileLock(self.side.run_lock, is_singleton=True)
 
     @contextlib.contextmanager
     def exclusive(self, *, settle: bool = True) -> Iterator[None]:

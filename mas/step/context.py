@@ -1,0 +1,68 @@
+"""What every stage of a step shares (``Context``): the scenario, settings, clients, journal,
+meter, the libraries as the step found them, and the evidence exposure plans with."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autogen_core.models import ChatCompletionClient
+
+from mas.config import TrainConfig
+from mas.executor import Executor
+from mas.journal import Journal
+from mas.meter import Meter
+from mas.scenario import Scenario
+from mas.team import start_gate
+from mas.types import (
+    GLOBAL,
+    Effect,
+    Lesson,
+    Provenance,
+    Rejected,
+    Version,
+)
+
+
+@dataclass
+class Context:
+    """What every stage of a step shares."""
+
+    scenario: Scenario
+    config: TrainConfig
+    client: ChatCompletionClient
+    journal: Journal
+    meter: Meter
+    heads: dict[str, Version]
+    provenance: Provenance
+    effects: dict[tuple[str, str], Effect] = field(default_factory=dict)
+    """The randomized evidence so far, per (role, lesson): what exposure plans with."""
+    same: Callable[[Lesson, Lesson], bool] = lambda a, b: False
+    """Lessons judged to say the same thing (so far): no trial of what a role already has."""
+    classes: dict[str, str] = field(default_factory=dict)
+    """Lesson id -> its class of twins (``similar.classes``): randomized as one lesson."""
+    refused: list[Rejected] = field(default_factory=list)
+    """Operations of the step's advantages that could not be used, each with its reason."""
+    learner: ChatCompletionClient | None = None
+    """The client of the learning calls, when it is not ``client``."""
+    on_rollout: Callable[[int], None] = lambda n: None
+    """Told of each rollout as it ends, or is read back from the journal (for progress)."""
+    starting: asyncio.Semaphore = field(default_factory=start_gate)
+    """Rollouts building their team (``mas.team.run_rollout``), when they run in this process."""
+    executor: Executor | None = None
+    """Where the rollouts run (``mas.executor``); None: in this process, with ``client``."""
+
+    @property
+    def prefix(self) -> str:
+        """Journal key prefix of the step, ``e<epoch>/s<step>``."""
+        return f"e{self.provenance.epoch}/s{self.provenance.step}"
+
+    @property
+    def libraries(self) -> list[str]:
+        return [GLOBAL, *self.scenario.role_names]
+
+    def lesson(self, lesson_id: str) -> Lesson | None:
+        library = lesson_id.rpartition("/")[0]
+        version = self.heads.get(library)
+        return next((l for l in version.lessons if l.id == lesson_id), None) if version else None

@@ -1,0 +1,155 @@
+"""Stages 6-9 of a step: route each operation to the library it changes, screen its text, one
+batched edit call per library, screen what the editor wrote, apply. Whatever cannot be used is
+kept with its reason (``Context.refused``, quarantine items), never dropped in silence."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import TypeAdapter
+
+from mas import texts
+from mas.library.edits import apply, parse_edits, parse_items
+from mas.redact import secret_in
+from mas.screen import screen, step_material
+from mas.step.context import Context
+from mas.step.learn import journaled
+from mas.types import (
+    GLOBAL,
+    AddOperation,
+    Advantage,
+    DeleteOperation,
+    Edit,
+    Group,
+    ModifyOperation,
+    Operation,
+    QuarantineItem,
+    Rejected,
+    Version,
+    edit_schema,
+)
+
+_operation = TypeAdapter(Operation)
+
+
+def route(ctx: Context, advantages: list[Advantage]) -> dict[str, list[Operation]]:
+    """The operations of every advantage, validated one by one, by the library they change:
+    an add goes to the library it names (every add to the global one with ``route="global"``),
+    a modify or delete to the library of the lesson it names. Whatever cannot be used is kept
+    in ``ctx.refused`` with its reason, never dropped in silence."""
+    routed: dict[str, list[Operation]] = {}
+    for adv in advantages:
+        operations, refused = parse_items(adv.operations, _operation)
+        ctx.refused += refused
+        for i, op in enumerate(operations):
+            reason, library = _target(ctx, op)
+            if i >= ctx.config.lessons_per_group:
+                reason = f"over the limit of {ctx.config.lessons_per_group} operations per group"
+            if reason:
+                ctx.refused.append(Rejected(edit=op.model_dump(mode="json"), reason=reason))
+                ctx.meter.fail("route", "refused")
+            else:
+                routed.setdefault(library, []).append(op)
+    return routed
+
+
+def _target(ctx: Context, op: Operation) -> tuple[str | None, str]:
+    """(why ``op`` cannot be used or None, the library it changes)."""
+    if isinstance(op, AddOperation):
+        if op.library not in ctx.libraries:
+            return f"unknown library {op.library!r}", ""
+        return None, GLOBAL if ctx.config.route == "global" else op.library
+    if ctx.lesson(op.id) is None:
+        return f"unknown lesson id {op.id!r}", ""
+    return None, op.id.rpartition("/")[0]
+
+
+def screened(
+    routed: dict[str, list[Operation]], answers: list[str], sources: list[str]
+) -> tuple[dict[str, list[Operation]], list[QuarantineItem]]:
+    """Operations whose text passes screening, and the refused ones as quarantine items."""
+    kept: dict[str, list[Operation]] = {}
+    refused = []
+    for library, ops in routed.items():
+        for op in ops:
+            text = getattr(op, "text", None)
+            reason = (screen(text, answers=answers, sources=sources) or secret_in(text)) if text is not None else None
+            if reason:
+                refused.append(QuarantineItem(library=library, text=op.text, reason=reason, stage="advantage"))
+            else:
+                kept.setdefault(library, []).append(op)
+    return kept, refused
+
+
+async def edit(ctx: Context, library: str, ops: list[Operation]) -> tuple[list[Edit], list[Rejected]] | None:
+    """One batched edit call for one library: the step's operations on it, with their reasons,
+    merged into one consistent list. Items are validated one by one."""
+    head = ctx.heads[library]
+    ids = tuple(sorted(l.id for l in head.lessons))
+    reader = (
+        "every role of the team:\n" + texts.team(ctx.scenario)
+        if library == GLOBAL
+        else texts.role_line(ctx.scenario.role(library))
+    )
+    batch = await journaled(
+        ctx, "edit", f"{ctx.prefix}/{library}", edit_schema(ids, 24), 300 + 80 * (len(ops) + len(ids)),
+        system_library="the global list, which every role reads" if library == GLOBAL else f"the {library}'s",
+        system_reader=reader, system_objective=ctx.scenario.description, system_max_lessons=ctx.config.max_lessons,
+        count=len(head.lessons), max_lessons=ctx.config.max_lessons,
+        lessons=texts.lessons(head), operations="\n".join(_describe(op) for op in ops),
+    )  # fmt: skip
+    return None if batch is None else parse_edits(batch.edits)
+
+
+def _describe(op: Operation) -> str:
+    reason = f" (why: {op.reason})" if op.reason else ""
+    if isinstance(op, AddOperation):
+        return f"- add: {op.text}{reason}"
+    if isinstance(op, ModifyOperation):
+        return f"- modify [{op.id}] to: {op.text}{reason}"
+    assert isinstance(op, DeleteOperation)
+    return f"- delete [{op.id}]{reason}"
+
+
+def screened_edits(
+    library: str, edits: list[Edit], answers: list[str], sources: list[str]
+) -> tuple[list[Edit], list[QuarantineItem]]:
+    """The editor writes text too: its adds and modifies are screened the same way."""
+    kept, refused = [], []
+    for item in edits:
+        reason = (
+            (screen(item.text, answers=answers, sources=sources) or secret_in(item.text))
+            if hasattr(item, "text")
+            else None
+        )
+        if reason:
+            refused.append(QuarantineItem(library=library, text=item.text, reason=reason, stage="edit"))
+        else:
+            kept.append(item)
+    return kept, refused
+
+
+def apply_edits(ctx: Context, library: str, edits: list[Edit], rejected: list[Rejected]) -> Version:
+    shared = ctx.heads[GLOBAL].lessons if library != GLOBAL else []
+    version, refused = apply(
+        ctx.heads[library], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
+    )
+    return version.model_copy(update={"rejected": rejected + refused})
+
+
+async def edit_all(
+    ctx: Context, groups: list[Group], advantages: list[Advantage]
+) -> tuple[list[Version], list[QuarantineItem]]:
+    """Stages 6-9 in order for the step: route and screen the operations, one edit call per
+    library (concurrently), screen the edits, apply them."""
+    answers, sources = step_material(groups)
+    routed, refused = screened(route(ctx, advantages), answers, sources)
+    batches = await asyncio.gather(*(edit(ctx, library, ops) for library, ops in routed.items()))
+    versions = []
+    for library, parsed in zip(routed, batches):
+        if parsed is not None:
+            edits, bad = parsed
+            edits, caught = screened_edits(library, edits, answers, sources)
+            refused += caught
+            versions.append(apply_edits(ctx, library, edits, bad))
+    return versions, refused
