@@ -163,3 +163,18 @@ def test_a_training_run_reads_each_usage_line_a_bounded_number_of_times(tmp_path
     assert steps >= 10 and sum(r.promoted + r.pruned for r in result.steps)  # the decisions had work to do
     # each line: once for the index of steps, once for the evidence
     assert sum(parsed) <= 2 * steps, (sum(parsed), steps)
+
+
+def test_a_whole_last_line_without_its_newline_is_read_and_not_recorded_twice(tmp_path):
+    path = tmp_path / "lib.usage.jsonl"
+    log = StepLog(path, UsageEvent)
+    ledger, rng = evidence.Ledger(log), random.Random(7)
+    log.append(StepKey("r", 0, 0), step_events(0, rng))
+    log.append(StepKey("r", 0, 1), step_events(1, rng))
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # the newline of the last step lost
+    fresh = StepLog(path, UsageEvent)
+    assert same(evidence.Ledger(fresh).contrasts(), evidence.contrasts(log))
+    assert fresh.has_step(StepKey("r", 0, 1))
+    fresh.append(StepKey("r", 0, 1), step_events(1, rng))
+    assert [key.step for key, _ in fresh.steps()] == [0, 1]
+    assert same(ledger.contrasts(), evidence.contrasts(log))

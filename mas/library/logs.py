@@ -59,6 +59,8 @@ class Mark(NamedTuple):
 
     file: tuple[int, int] | None = None
     offset: int = 0
+    line: int = 0
+    """The number of that last line (for messages)."""
 
 
 class CorruptLog(UserError):
@@ -92,11 +94,14 @@ class StepLog(Generic[Item]):
             except ValueError as e:
                 if last and not raw.endswith(b"\n"):
                     return  # a line cut short by a crash (before its newline); append() drops it
-                where = f"library file {self.library}" if self.library else "its library file"
-                raise CorruptLog(
-                    f"{self.path}:{number}: not a step record ({_why(e)}); run `mas library recover` on {where} "
-                    "to set the bad lines aside"
-                ) from None
+                raise self._corrupt(number, e) from None
+
+    def _corrupt(self, number: int, e: ValueError) -> CorruptLog:
+        where = f"library file {self.library}" if self.library else "its library file"
+        return CorruptLog(
+            f"{self.path}:{number}: not a step record ({_why(e)}); run `mas library recover` on {where} "
+            "to set the bad lines aside"
+        )
 
     def items(self) -> Iterator[Item]:
         for _, items in self.steps():
@@ -132,11 +137,8 @@ class StepLog(Generic[Item]):
             try:
                 key, items = self._parse(raw)
             except ValueError as e:
-                raise CorruptLog(
-                    f"{self.path}: a line after byte {mark.offset} is not a step record ({_why(e)})"
-                ) from None
+                raise self._corrupt(after.line, e) from None
             yield key, items, after
-            mark = after
 
     def _raw_since(self, mark: Mark) -> Iterator[tuple[bytes, Mark]]:
         """The whole lines after ``mark``, blank ones left out, each with the mark after it."""
@@ -148,17 +150,24 @@ class StepLog(Generic[Item]):
             raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
         with f:
             stat = os.fstat(f.fileno())
-            offset = mark.offset
+            offset, number = mark.offset, mark.line
             f.seek(offset)
             try:
                 for raw in f:
-                    if not raw.endswith(b"\n"):
-                        return  # cut short by a crash, or being written: not a line yet
-                    offset += len(raw)
+                    if not raw.endswith(b"\n") and not self._whole(raw):
+                        return  # cut short by a crash: ``append`` drops it
+                    offset, number = offset + len(raw), number + 1
                     if raw.strip():
-                        yield raw, Mark((stat.st_dev, stat.st_ino), offset)
+                        yield raw, Mark((stat.st_dev, stat.st_ino), offset, number)
             except OSError as e:
                 raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+
+    def _whole(self, raw: bytes) -> bool:
+        try:
+            self._parse(raw)
+            return True
+        except ValueError:
+            return False
 
     def _key(self, raw: bytes) -> StepKey | None:
         """A line's step key: from the line validated as a step record, or, for a damaged line,
@@ -175,9 +184,9 @@ class StepLog(Generic[Item]):
 
     def append(self, key: StepKey, items: list[Item]) -> None:
         """Record the step's items once; a step already recorded is left as it is."""
+        self._drop_torn_tail()
         if self.has_step(key):
             return
-        self._drop_torn_tail()
         line = redact_data({**key._asdict(), "items": [x.model_dump(mode="json") for x in items]})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,13 +258,8 @@ class StepLog(Generic[Item]):
         if tail is None or tail[1].endswith(b"\n"):
             return
         start, raw = tail
-        try:
-            self._parse(raw)
-            whole = True
-        except ValueError:
-            whole = False
         with self.path.open("r+b") as f:
-            if whole:
+            if self._whole(raw):
                 f.seek(0, os.SEEK_END)
                 f.write(b"\n")
             else:
