@@ -103,7 +103,9 @@ def trip_cost(journal: Path) -> tuple[float, int]:
     from ray import cloudpickle
 
     from mas.executor import RolloutJob
-    from mas.types import Budget, Rollout, Task
+    from mas.types.lessons import Budget
+    from mas.types.rollouts import Rollout
+    from mas.types.tasks import Task
 
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     calls: dict[str, list] = {}

@@ -29,7 +29,7 @@ from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
 from mas.testing import journal
 from mas.train import train
-from mas.types import GLOBAL, Add, Budget, Version
+from mas.types.lessons import GLOBAL, Add, Budget, Version
 
 G, R = 5, 1
 

@@ -29,7 +29,7 @@ from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
 from mas.team import run_rollout, system_message
 from mas.tools import TOOLS
-from mas.types import GLOBAL, Add, Version
+from mas.types.lessons import GLOBAL, Add, Version
 
 GOAL, CHUNK, ROUNDS = 1.15, 40, 25
 N = CHUNK * ROUNDS

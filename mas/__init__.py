@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` s
     from mas.team import system_message
     from mas.teamfile import load_team
     from mas.train import TrainResult, train
-    from mas.types import Task, Version
+    from mas.types.lessons import Version
+    from mas.types.tasks import Task
 
 _WHERE = {
     "EvalConfig": "mas.config",
@@ -58,8 +59,8 @@ _WHERE = {
     "load_team": "mas.teamfile",
     "TrainResult": "mas.train",
     "train": "mas.train",
-    "Task": "mas.types",
-    "Version": "mas.types",
+    "Task": "mas.types.tasks",
+    "Version": "mas.types.lessons",
 }
 """Where each public name lives: ``import mas`` imports none of them (a command such as
 ``mas library show`` never needs autogen, sympy or matplotlib); the first use imports one."""

@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mas.types import Budget, Settings
+from mas.types.base import Settings
+from mas.types.lessons import Budget
 
 
 def seed_of(*parts: object) -> int:

@@ -23,7 +23,10 @@ from autogen_core.models import ChatCompletionClient
 from mas.meter import Meter
 from mas.models.wrappers import Replayed
 from mas.team import run_rollout, start_gate
-from mas.types import Budget, EndpointCounts, Rollout, Task, Version
+from mas.types.lessons import Budget, Version
+from mas.types.reports import EndpointCounts
+from mas.types.rollouts import Rollout
+from mas.types.tasks import Task
 
 if TYPE_CHECKING:
     from mas.journal import Journal

@@ -39,7 +39,7 @@ from mas import paths
 from mas.errors import UserError
 from mas.library.inject import HEADER, Block, injected, render_block
 from mas.library.store import LibraryStore
-from mas.types import Budget, Lesson
+from mas.types.lessons import Budget, Lesson
 
 
 class LessonMemoryConfig(BaseModel):

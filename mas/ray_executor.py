@@ -41,7 +41,9 @@ from mas.ray_limit import Fixed, LimitServer
 from mas.ray_worker import Opener, RolloutWorker
 from mas.scenario import Scenario
 from mas.tools import isolation
-from mas.types import EndpointCounts, Rollout, Version
+from mas.types.lessons import Version
+from mas.types.reports import EndpointCounts
+from mas.types.rollouts import Rollout
 
 EXTRA = "pip install -e '.[ray]'"
 ATTEMPTS = 3

@@ -31,7 +31,9 @@ from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
 from mas.ray_limit import Shared
 from mas.scenario import Scenario
-from mas.types import EndpointCounts, Rollout, Version
+from mas.types.lessons import Version
+from mas.types.reports import EndpointCounts
+from mas.types.rollouts import Rollout
 
 Opener = Callable[[], AbstractAsyncContextManager[ChatCompletionClient]]
 """How a worker opens its model client: a picklable function (``functools.partial`` of

@@ -30,7 +30,10 @@ from mas.domains.symbolic import extract_latex, symbolic_reward
 from mas.errors import UserError
 from mas.library.edits import strip_lesson_ids
 from mas.tools import TOOLS, isolation
-from mas.types import GLOBAL, Frozen, Rollout, Task
+from mas.types.base import Frozen
+from mas.types.lessons import GLOBAL
+from mas.types.rollouts import Rollout
+from mas.types.tasks import Task
 
 REWARDS: dict[str, Callable[[Task, str | None], float]] = {
     "numeric": lambda task, got: numeric_reward(task.answer or "", got),

@@ -36,30 +36,24 @@ from mas.redact import secret_in
 from mas.scenario import Scenario
 from mas.screen import screen
 from mas.team import start_gate
-from mas.types import (
-    GLOBAL,
+from mas.types.evidence import Effect
+from mas.types.lessons import GLOBAL, Edit, Lesson, Provenance, Rejected, Version
+from mas.types.refusals import QuarantineItem
+from mas.types.replies import (
     AddOperation,
     Advantage,
     DeleteOperation,
-    Edit,
-    Effect,
-    Group,
-    Lesson,
     ModifyOperation,
     Operation,
-    Provenance,
-    QuarantineItem,
-    Rejected,
-    Rollout,
-    StageCount,
     Summary,
-    Task,
-    UsageEvent,
-    Version,
     advantage_schema,
     edit_schema,
     summary_schema,
 )
+from mas.types.reports import StageCount
+from mas.types.rollouts import Group, Rollout
+from mas.types.tasks import Task
+from mas.types.usage import UsageEvent
 
 _operation = TypeAdapter(Operation)
 _counts = TypeAdapter(dict[str, StageCount])

@@ -28,7 +28,9 @@ from mas.meter import Meter
 from mas.models.wrappers import QUEUED, Queued, Seeded
 from mas.scenario import Role, Scenario
 from mas.tools import TOOLS
-from mas.types import Budget, RoleTrace, Rollout, Task, ToolCall, Turn, Version
+from mas.types.lessons import Budget, Version
+from mas.types.rollouts import RoleTrace, Rollout, ToolCall, Turn
+from mas.types.tasks import Task
 
 
 class Prompt(NamedTuple):

@@ -47,7 +47,8 @@ from mas.errors import UserError
 from mas.models.config_file import component, provider_class, read_document
 from mas.providers import check, trusted
 from mas.scenario import EXTRACTORS, REWARDS, Role, Scenario, guess_reward
-from mas.types import GLOBAL, Task
+from mas.types.lessons import GLOBAL
+from mas.types.tasks import Task
 
 Reward = Callable[[Task, str | None], float]
 

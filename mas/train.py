@@ -30,21 +30,12 @@ from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve, tokenizer
 from mas.scenario import Scenario
-from mas.types import (
-    GLOBAL,
-    Advantage,
-    Delete,
-    EndpointCounts,
-    Group,
-    Provenance,
-    QuarantineItem,
-    RefusedEdit,
-    Rejected,
-    StepReport,
-    Summary,
-    Task,
-    Version,
-)
+from mas.types.lessons import GLOBAL, Delete, Provenance, Rejected, Version
+from mas.types.refusals import QuarantineItem, RefusedEdit
+from mas.types.replies import Advantage, Summary
+from mas.types.reports import EndpointCounts, StepReport
+from mas.types.rollouts import Group
+from mas.types.tasks import Task
 
 
 class TrainResult(BaseModel):

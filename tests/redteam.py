@@ -13,7 +13,7 @@ import re
 
 from mas.models.fake import Request, default_respond
 from mas.scenario import Scenario, load_scenario
-from mas.types import Passage, Task
+from mas.types.tasks import Passage, Task
 from tests.screening.score import HERE, load
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from mas.datasets import Fields, load_jsonl
 from mas.errors import UserError
-from mas.types import Task
+from mas.types.tasks import Task
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PACK = Path(__file__).resolve().parents[1] / "scenarios" / "maths" / "tasks.jsonl"

@@ -13,7 +13,8 @@ from mas.stages import reward
 from mas.studies.evaluate import evaluate
 from mas.testing import journal, stage, train_on_fake
 from mas.train import train
-from mas.types import Group, Rollout, Task
+from mas.types.rollouts import Group, Rollout
+from mas.types.tasks import Task
 
 
 def run(maths, tmp_path, client=None, /, **config):
@@ -175,7 +176,7 @@ def test_route_global_sends_every_lesson_to_the_global_library(maths, tmp_path):
 
 def test_inject_global_off_leaves_the_global_library_out(maths):
     from mas.library.inject import role_block
-    from mas.types import Budget, Lesson, Version
+    from mas.types.lessons import Budget, Lesson, Version
 
     heads = {
         "global": Version(

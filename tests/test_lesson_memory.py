@@ -15,7 +15,7 @@ import mas
 from mas.errors import UserError
 from mas.library.store import LibraryStore
 from mas.scenario import Role
-from mas.types import Budget, Lesson, Provenance, Version
+from mas.types.lessons import Budget, Lesson, Provenance, Version
 
 PROMPT = "You are the solver of a small team that solves maths problems."
 FRACTIONS = "When a fraction appears, bring both fractions to a common denominator first."

@@ -18,7 +18,9 @@ from mas.scenario import held_out, load_scenario
 from mas.stages import reward
 from mas.studies.evaluate import check_held_out
 from mas.testing import journal, stage, train_on_fake
-from mas.types import Add, Delete, Group, Lesson, Provenance, Rollout, Task, Version
+from mas.types.lessons import Add, Delete, Lesson, Provenance, Version
+from mas.types.rollouts import Group, Rollout
+from mas.types.tasks import Task
 
 # -- lesson ids never change an answer ------------------------------------------------------
 

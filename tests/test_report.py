@@ -14,7 +14,8 @@ from mas.models.fake import FakeClient
 from mas.scenario import load_scenario
 from mas.studies.report import PLOTS, write_report
 from mas.train import train
-from mas.types import Lesson, PromotionMove, Provenance, Version
+from mas.types.evidence import PromotionMove
+from mas.types.lessons import Lesson, Provenance, Version
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -31,7 +31,7 @@ from mas.scenario import custom_scenario, load_scenario
 from mas.team import run_rollout
 from mas.tools import TOOLS, cgroups, isolation, sandbox
 from mas.tools.sandbox import Limits, run_python
-from mas.types import Task
+from mas.types.tasks import Task
 
 
 def run(code, **limits):

@@ -13,7 +13,7 @@ from autogen_core.tools import FunctionTool
 from mas.domains.qa import generate
 from mas.tools import TOOLS
 from mas.tools.search import _index, find, open_tool, search_tool, stem
-from mas.types import Passage, Task
+from mas.types.tasks import Passage, Task
 
 TASK = Task(
     id="search-test",

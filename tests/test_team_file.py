@@ -21,7 +21,7 @@ from mas.errors import UserError
 from mas.meter import Meter
 from mas.team import run_rollout
 from mas.teamfile import load_team
-from mas.types import Task
+from mas.types.tasks import Task
 
 
 def calculator(expression: str) -> str:

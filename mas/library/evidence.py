@@ -58,7 +58,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mas.types import Effect, UsageEvent
+from mas.types.evidence import Effect
+from mas.types.usage import UsageEvent
 
 if TYPE_CHECKING:
     from mas.library.logs import StepLog

@@ -29,7 +29,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mas.types import Delete, Lesson, Provenance, QuarantineItem, Version
+from mas.types.lessons import Delete, Lesson, Provenance, Version
+from mas.types.refusals import QuarantineItem
 
 if TYPE_CHECKING:
     from mas.library.store import LibraryStore

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 
 from mas.screen import rules
 from mas.screen.text import decodes_to_text, normalise, readings, sentences, split_words
-from mas.types import Group
+from mas.types.rollouts import Group
 
 SPAN = 8
 """Words in a row shared with a tool output or document that make a lesson a copy."""

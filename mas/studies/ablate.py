@@ -28,7 +28,8 @@ from mas.studies import job
 from mas.studies.evaluate import check_held_out, compare, library_config
 from mas.studies.stats import Estimate
 from mas.train import train
-from mas.types import DirectLessons, Provenance
+from mas.types.lessons import Provenance
+from mas.types.replies import DirectLessons
 
 VARIANTS = ABLATIONS
 """Each variant's changes to the training settings; None trains nothing, "direct" asks."""

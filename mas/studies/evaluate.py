@@ -25,7 +25,10 @@ from mas.models.limiter import Limited
 from mas.models.tokens import resolve
 from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
-from mas.types import Rollout, StageCount, Task, Version
+from mas.types.lessons import Version
+from mas.types.reports import StageCount
+from mas.types.rollouts import Rollout
+from mas.types.tasks import Task
 
 T = TypeVar("T", bound=BaseModel)
 

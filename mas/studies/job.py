@@ -23,7 +23,7 @@ from mas.executor import Executor
 from mas.journal import Journal
 from mas.scenario import Scenario
 from mas.studies.evaluate import EvalResult, TaskScore, evaluate
-from mas.types import Version
+from mas.types.lessons import Version
 
 NAMES = {**runs.NAMES, "libraries": "libraries", "variants": "variants", "training": "training settings"}
 """What a resumed study must keep besides its settings, as messages name it."""

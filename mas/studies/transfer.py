@@ -30,7 +30,8 @@ from mas.scenario import Scenario
 from mas.studies import job
 from mas.studies.evaluate import EvalResult
 from mas.studies.stats import paired
-from mas.types import UsageEvent, Version
+from mas.types.lessons import Version
+from mas.types.usage import UsageEvent
 
 if TYPE_CHECKING:
     from mas.library.logs import StepLog
