@@ -42,7 +42,7 @@ from mas.domains.maths import generate
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.ray_executor import EXTRA, RayExecutor, import_ray
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.testing import descendants
 from mas.train import train
 

@@ -26,7 +26,7 @@ from mas.config import TrainConfig
 from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.testing import journal
 from mas.train import train
 from mas.types.lessons import GLOBAL, Add, Budget, Version

@@ -52,7 +52,7 @@ from mas.library.hierarchy import record_usage
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request
 from mas.models.tokens import tokenizer
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 from mas.types.lessons import GLOBAL, Add, Provenance, Version
 from mas.types.usage import UsageEvent

@@ -28,14 +28,14 @@ if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` s
     from mas.config import EvalConfig, TrainConfig
     from mas.errors import ModelReplyError, UserError
     from mas.library.store import LibraryStore
-    from mas.memory import LessonMemory
     from mas.models.clients import open_client
     from mas.models.fake import FakeClient
     from mas.ray_executor import RayExecutor
-    from mas.scenario import Scenario, custom_scenario, load_scenario
     from mas.studies.evaluate import EvalResult, evaluate
-    from mas.team import system_message
-    from mas.teamfile import load_team
+    from mas.team.memory import LessonMemory
+    from mas.team.rollout import system_message
+    from mas.team.scenario import Scenario, custom_scenario, load_scenario
+    from mas.team.teamfile import load_team
     from mas.train import TrainResult, train
     from mas.types.lessons import Version
     from mas.types.tasks import Task
@@ -46,17 +46,17 @@ _WHERE = {
     "ModelReplyError": "mas.errors",
     "UserError": "mas.errors",
     "LibraryStore": "mas.library.store",
-    "LessonMemory": "mas.memory",
+    "LessonMemory": "mas.team.memory",
     "open_client": "mas.models.clients",
     "FakeClient": "mas.models.fake",
     "RayExecutor": "mas.ray_executor",
-    "Scenario": "mas.scenario",
-    "custom_scenario": "mas.scenario",
-    "load_scenario": "mas.scenario",
+    "Scenario": "mas.team.scenario",
+    "custom_scenario": "mas.team.scenario",
+    "load_scenario": "mas.team.scenario",
     "EvalResult": "mas.studies.evaluate",
     "evaluate": "mas.studies.evaluate",
-    "system_message": "mas.team",
-    "load_team": "mas.teamfile",
+    "system_message": "mas.team.rollout",
+    "load_team": "mas.team.teamfile",
     "TrainResult": "mas.train",
     "train": "mas.train",
     "Task": "mas.types.tasks",

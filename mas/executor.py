@@ -22,7 +22,7 @@ from autogen_core.models import ChatCompletionClient
 
 from mas.meter import Meter
 from mas.models.wrappers import Replayed
-from mas.team import run_rollout, start_gate
+from mas.team.rollout import run_rollout, start_gate
 from mas.types.lessons import Budget, Version
 from mas.types.reports import EndpointCounts
 from mas.types.rollouts import Rollout
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mas.journal import Journal
     from mas.library.exposure import RoleExposure
     from mas.models.limiter import AdaptiveLimit
-    from mas.scenario import Scenario
+    from mas.team.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Executor(Protocol):
 class Local:
     """Rollouts in this process: the default executor. ``client`` is the team's, already
     behind the run's in-flight limit; every rollout of one ``Local`` shares its start gate
-    (``mas.team.run_rollout``'s ``starting``)."""
+    (``mas.team.rollout.run_rollout``'s ``starting``)."""
 
     def __init__(self, scenario: Scenario, client: ChatCompletionClient, *, starting: asyncio.Semaphore | None = None):
         self.scenario, self.client = scenario, client

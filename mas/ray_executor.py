@@ -39,7 +39,7 @@ from mas.meter import Meter
 from mas.models.limiter import MOST, AdaptiveLimit
 from mas.ray_limit import Fixed, LimitServer
 from mas.ray_worker import Opener, RolloutWorker
-from mas.scenario import Scenario
+from mas.team.scenario import Scenario
 from mas.tools import isolation
 from mas.types.lessons import Version
 from mas.types.reports import EndpointCounts

@@ -30,7 +30,7 @@ from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
 from mas.ray_limit import Shared
-from mas.scenario import Scenario
+from mas.team.scenario import Scenario
 from mas.types.lessons import Version
 from mas.types.reports import EndpointCounts
 from mas.types.rollouts import Rollout

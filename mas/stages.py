@@ -33,9 +33,9 @@ from mas.library.edits import apply, parse_edits, parse_items
 from mas.library.inject import injected
 from mas.meter import Meter
 from mas.redact import secret_in
-from mas.scenario import Scenario
 from mas.screen import screen
-from mas.team import start_gate
+from mas.team.rollout import start_gate
+from mas.team.scenario import Scenario
 from mas.types.evidence import Effect
 from mas.types.lessons import GLOBAL, Edit, Lesson, Provenance, Rejected, Version
 from mas.types.refusals import QuarantineItem

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from mas.scenario import Role, Scenario
+from mas.team.scenario import Role, Scenario
 from mas.tools import TOOLS
 from mas.types.lessons import GLOBAL, Lesson, Version
 from mas.types.replies import RoleSteps, Summary

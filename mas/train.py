@@ -29,7 +29,7 @@ from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve, tokenizer
-from mas.scenario import Scenario
+from mas.team.scenario import Scenario
 from mas.types.lessons import GLOBAL, Delete, Provenance, Rejected, Version
 from mas.types.refusals import QuarantineItem, RefusedEdit
 from mas.types.replies import Advantage, Summary

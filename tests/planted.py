@@ -17,7 +17,7 @@ import math
 import re
 
 from mas.models.fake import Request
-from mas.scenario import Scenario, load_role
+from mas.team.scenario import Scenario, load_role
 from mas.types.tasks import Task
 
 HELPS = {

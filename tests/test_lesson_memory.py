@@ -14,7 +14,7 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 import mas
 from mas.errors import UserError
 from mas.library.store import LibraryStore
-from mas.scenario import Role
+from mas.team.scenario import Role
 from mas.types.lessons import Budget, Lesson, Provenance, Version
 
 PROMPT = "You are the solver of a small team that solves maths problems."
@@ -152,7 +152,7 @@ def test_import_mas_does_not_import_the_memory_module():
     import subprocess
     import sys
 
-    code = "import sys, mas; print('mas.memory' in sys.modules); mas.LessonMemory; print('mas.memory' in sys.modules)"
+    code = "import sys, mas; print('mas.team.memory' in sys.modules); mas.LessonMemory; print('mas.team.memory' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
 

@@ -24,7 +24,7 @@ from mas.domains.qa import (
     question,
     write_jsonl,
 )
-from mas.scenario import EXTRACTORS, REWARDS, load_scenario
+from mas.team.scenario import EXTRACTORS, REWARDS, load_scenario
 from mas.types.tasks import Task
 
 PACK = Path(__file__).resolve().parents[1] / "scenarios" / "multihop"

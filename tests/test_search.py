@@ -195,8 +195,8 @@ def test_a_team_rollout_searches_opens_and_answers(monkeypatch):
     from mas.domains.qa import extract_answer, qa_reward
     from mas.meter import Meter
     from mas.models.fake import FakeClient
-    from mas.scenario import EXTRACTORS, REWARDS, load_scenario
-    from mas.team import run_rollout
+    from mas.team.rollout import run_rollout
+    from mas.team.scenario import EXTRACTORS, REWARDS, load_scenario
 
     monkeypatch.setitem(REWARDS, "qa", qa_reward)
     monkeypatch.setitem(EXTRACTORS, "qa", extract_answer)

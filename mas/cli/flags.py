@@ -31,7 +31,7 @@ from mas.config import RolloutConfig
 if TYPE_CHECKING:
     from mas.config import RolloutConfig as Settings
     from mas.cost import Price
-    from mas.scenario import Scenario
+    from mas.team.scenario import Scenario
 
 LOCAL = "local"
 """The model when none is given: the embedded SmolLM2-135M."""

@@ -253,7 +253,7 @@ def _proposed(edit: dict | str) -> str:
 def _scenario_roles(which: str) -> list[str]:
     """The roles of the scenario ``which`` names (none for a library file, or a scenario that
     cannot be loaded: the export shows the libraries and the roles with evidence then)."""
-    from mas.scenario import load_scenario
+    from mas.team.scenario import load_scenario
 
     if which.endswith(".json"):
         return []

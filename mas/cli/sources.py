@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported where used: declaring the commands must stay fast
 
     from mas.datasets import Fields
     from mas.models.config_file import Configured
-    from mas.scenario import Scenario
+    from mas.team.scenario import Scenario
 
 ScenarioArg = Annotated[
     str | None,
@@ -110,7 +110,7 @@ def scenario_from(
 ) -> Scenario:
     """The scenario a command was given; ``say`` (when given) is told how mas chose a team or
     reward."""
-    from mas.scenario import load_scenario
+    from mas.team.scenario import load_scenario
 
     if team is None:
         if tasks_file is not None or reward is not None:
@@ -124,7 +124,7 @@ def scenario_from(
         tasks = tasks_file or (Path(arg) if arg is not None else None)
         if tasks is None or tasks.suffix != ".jsonl":
             raise UserError("--team needs its tasks as a .jsonl file: give it as SCENARIO or as --tasks-file")
-        from mas.teamfile import load_team  # autogen's loaders: only for a team file
+        from mas.team.teamfile import load_team  # autogen's loaders: only for a team file
 
         spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file, trust=trust or ())
     if spec.origin and say is not None:

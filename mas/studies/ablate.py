@@ -23,10 +23,10 @@ from mas.library.edits import apply, parse_edits
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.wrappers import Replayed
-from mas.scenario import Scenario
 from mas.studies import job
 from mas.studies.evaluate import check_held_out, compare, library_config
 from mas.studies.stats import Estimate
+from mas.team.scenario import Scenario
 from mas.train import train
 from mas.types.lessons import Provenance
 from mas.types.replies import DirectLessons

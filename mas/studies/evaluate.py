@@ -23,8 +23,8 @@ from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve
-from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
+from mas.team.scenario import Scenario
 from mas.types.lessons import Version
 from mas.types.reports import StageCount
 from mas.types.rollouts import Rollout

@@ -21,8 +21,8 @@ from mas.config import EvalConfig
 from mas.cost import Price, stage_costs
 from mas.executor import Executor
 from mas.journal import Journal
-from mas.scenario import Scenario
 from mas.studies.evaluate import EvalResult, TaskScore, evaluate
+from mas.team.scenario import Scenario
 from mas.types.lessons import Version
 
 NAMES = {**runs.NAMES, "libraries": "libraries", "variants": "variants", "training": "training settings"}

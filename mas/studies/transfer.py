@@ -26,10 +26,10 @@ from mas.config import EvalConfig
 from mas.cost import Price
 from mas.executor import Executor
 from mas.library import evidence
-from mas.scenario import Scenario
 from mas.studies import job
 from mas.studies.evaluate import EvalResult
 from mas.studies.stats import paired
+from mas.team.scenario import Scenario
 from mas.types.lessons import Version
 from mas.types.usage import UsageEvent
 

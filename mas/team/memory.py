@@ -1,5 +1,7 @@
 """``LessonMemory``: a role's lessons for any autogen ``AssistantAgent``, at inference.
 
+Stage: none: inference, after training (a trained library's lessons in any agent).
+
     agent = AssistantAgent("solver", model_client=client, system_message=SOLVER_PROMPT,
                            memory=[LessonMemory("libraries/maths.json", role="solver")])
 
@@ -55,7 +57,7 @@ class LessonMemory(Memory, Component[LessonMemoryConfig]):
 
     component_type = "memory"
     component_config_schema = LessonMemoryConfig
-    component_provider_override = "mas.memory.LessonMemory"
+    component_provider_override = "mas.LessonMemory"  # the public name: a saved agent survives a move of this module
 
     def __init__(self, library: str | Path, *, role: str, budget: Budget | None = None) -> None:
         self._path, self._role, self._budget = Path(library), role, budget

@@ -1,5 +1,7 @@
 """Scenarios and roles, loaded from data files.
 
+Stage: rollout and reward (a scenario's roles, tasks and reward).
+
 A scenario is a folder with a ``scenario.toml`` (its roles, task file and reward) or, for a
 quick start, any JSONL file of ``id``/``question``/``answer`` records, which gets the team and
 reward of the shipped scenario it looks like. Roles are TOML files; a scenario may override one
