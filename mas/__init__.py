@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` stays cheap)
     from mas.config import EvalConfig, TrainConfig
     from mas.errors import ModelReplyError, UserError
+    from mas.executors.ray_driver import RayExecutor
     from mas.library.store import LibraryStore
     from mas.models.clients import open_client
     from mas.models.fake import FakeClient
-    from mas.ray_executor import RayExecutor
     from mas.studies.evaluate import EvalResult, evaluate
     from mas.team.memory import LessonMemory
     from mas.team.rollout import system_message
@@ -49,7 +49,7 @@ _WHERE = {
     "LessonMemory": "mas.team.memory",
     "open_client": "mas.models.clients",
     "FakeClient": "mas.models.fake",
-    "RayExecutor": "mas.ray_executor",
+    "RayExecutor": "mas.executors.ray_driver",
     "Scenario": "mas.team.scenario",
     "custom_scenario": "mas.team.scenario",
     "load_scenario": "mas.team.scenario",

@@ -25,7 +25,7 @@ from mas import texts
 from mas.ask import ask
 from mas.config import TrainConfig, seed_of
 from mas.errors import EndpointError, ModelReplyError
-from mas.executor import Executor, Local, RolloutJob
+from mas.executors import Executor, Local, RolloutJob
 from mas.journal import Journal
 from mas.library import exposure
 from mas.library.budget import tokens

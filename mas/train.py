@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from mas import runs, screen, stages
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price, stage_costs
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.journal import Journal, records
 from mas.library import hierarchy, pending
 from mas.library.edits import apply

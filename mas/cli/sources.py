@@ -167,7 +167,7 @@ class Models:
         if config.executor == "local":
             yield None
             return
-        from mas.ray_executor import RayExecutor
+        from mas.executors.ray_driver import RayExecutor
 
         opener = self.opener(**spec_options)
         async with RayExecutor(
@@ -182,7 +182,7 @@ class Models:
             if config.ray_address is not None or config.workers is not None:
                 raise UserError(f"{'--ray-address' if config.ray_address else '--workers'} goes with --executor ray")
             return
-        from mas.ray_executor import EXTRA
+        from mas.executors.ray_driver import EXTRA
 
         if importlib.util.find_spec("ray") is None:
             raise UserError(f"--executor ray needs Ray: {EXTRA}")
@@ -194,7 +194,7 @@ class Models:
 
     def opener(self, *, base_url=None, api_key=None, **limits):
         """The team's client as a worker on another machine opens it: a picklable function
-        (``mas.ray_worker.Opener``) with the base URL and key resolved here."""
+        (``mas.executors.ray_worker.Opener``) with the base URL and key resolved here."""
         if self.team is not None:
             from mas.models.config_file import open_model_config, read_document
 

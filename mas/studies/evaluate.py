@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from mas.config import EvalConfig
 from mas.errors import UserError
-from mas.executor import Executor, Local, RolloutJob
+from mas.executors import Executor, Local, RolloutJob
 from mas.journal import Journal
 from mas.library.store import LibraryStore
 from mas.meter import Meter
@@ -75,7 +75,7 @@ async def evaluate(
     executor: Executor | None = None,
 ) -> EvalResult:
     """Run k team rollouts on each held-out task; ``heads=None`` injects no library.
-    ``executor`` runs them (``mas.executor``; None: in this process, with ``client``).
+    ``executor`` runs them (``mas.executors``; None: in this process, with ``client``).
 
     With a ``journal`` (a study's), each rollout is recorded under ``key`` as it ends, and the
     result once it is complete: run again, the evaluation reads back what was done, repeating

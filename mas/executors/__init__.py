@@ -1,10 +1,14 @@
 """Where rollouts run: the executor seam.
 
+Stage: rollout (where it runs).
+
 Every team rollout of a training step, and of ``mas eval``, ``ablate`` and ``transfer``, is
 one ``RolloutJob`` handed to an executor, which runs it and returns its ``Rollout``:
 
 - ``Local`` runs it in this process, on this event loop (the default; what mas always did);
-- ``mas.ray_executor.RayExecutor`` sends it to a Ray actor (``--executor ray``).
+- ``ray_driver.RayExecutor`` sends it to a Ray actor (``--executor ray``): ``ray_worker`` is
+  the actor, ``ray_limit`` the one in-flight limit the driver serves to the workers. (Not
+  ``ray.py``: a module of that name here would read as the Ray library.)
 
 Everything that decides what a rollout computes is in the job, made by the driver: the task,
 the libraries, the exposure draws, the sampling settings and seed. An executor only runs
