@@ -39,7 +39,7 @@ from mas.config import PromotionPolicy, TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 
 SIZES, GOAL, MOST_REFUSED = (2, 8, 32), 0.85, 0.02

@@ -30,7 +30,8 @@ from mas.library.evidence import contrasts
 from mas.library.logs import StepLog
 from mas.library.promotion import plan
 from mas.library.store import LibraryStore
-from mas.types import GLOBAL, Lesson, UsageEvent, Version
+from mas.types.lessons import GLOBAL, Lesson, Version
+from mas.types.usage import UsageEvent
 
 REPEAT, STEP = 5, 1_000
 LESSONS = (1_000, 3_000, 10_000)

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mas.library.inject import role_block
 from mas.models.fake import PLANTED
 from mas.models.tokens import tokenizer
-from mas.scenario import load_scenario
-from mas.types import GLOBAL, Budget, Lesson, Version
+from mas.team.scenario import load_scenario
+from mas.types.lessons import GLOBAL, Budget, Lesson, Version
 
 SIZES, CALLS, ROLE = (10, 100, 1_000, 10_000), 50, "solver"
 LINE = re.compile(r"^- (.*)$", re.M)

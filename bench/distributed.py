@@ -39,10 +39,10 @@ from bound import step_bound
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.domains.maths import generate
+from mas.executors.ray_driver import EXTRA, RayExecutor, import_ray
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
-from mas.ray_executor import EXTRA, RayExecutor, import_ray
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.testing import descendants
 from mas.train import train
 
@@ -102,8 +102,10 @@ def trip_cost(journal: Path) -> tuple[float, int]:
     the replies of its calls), as Ray does (cloudpickle, protocol 5); and the rollouts' calls."""
     from ray import cloudpickle
 
-    from mas.executor import RolloutJob
-    from mas.types import Budget, Rollout, Task
+    from mas.executors import RolloutJob
+    from mas.types.lessons import Budget
+    from mas.types.rollouts import Rollout
+    from mas.types.tasks import Task
 
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     calls: dict[str, list] = {}

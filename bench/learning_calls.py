@@ -26,10 +26,10 @@ from mas.config import TrainConfig
 from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.testing import journal
 from mas.train import train
-from mas.types import GLOBAL, Add, Budget, Version
+from mas.types.lessons import GLOBAL, Add, Budget, Version
 
 G, R = 5, 1
 

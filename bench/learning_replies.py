@@ -30,7 +30,7 @@ from mas.config import train_config
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.models.wrappers import Delegating
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 
 

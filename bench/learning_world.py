@@ -92,9 +92,11 @@ from mas.library.inject import role_block
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request, shown
-from mas.scenario import Scenario, load_role
+from mas.team.scenario import Scenario, load_role
 from mas.train import train
-from mas.types import GLOBAL, Effect, Lesson, PromotionMove, Task, Version
+from mas.types.evidence import Effect, PromotionMove
+from mas.types.lessons import GLOBAL, Lesson, Version
+from mas.types.tasks import Task
 
 ROLES = ("planner", "solver", "verifier")
 BASE = 0.1

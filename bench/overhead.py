@@ -1,6 +1,6 @@
 """Framework overhead of a mas rollout.
 
-Goal: running the maths team through ``mas.team.run_rollout`` takes at most 1.15x the time
+Goal: running the maths team through ``mas.team.rollout.run_rollout`` takes at most 1.15x the time
 of the same team built by hand as a bare autogen-agentchat RoundRobinGroupChat (same agents,
 tools, system messages, instant FakeClient) and run with ``team.run(task=...)``.
 
@@ -26,10 +26,10 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from mas.library.edits import apply
 from mas.meter import Meter
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
-from mas.team import run_rollout, system_message
+from mas.team.rollout import run_rollout, system_message
+from mas.team.scenario import load_scenario
 from mas.tools import TOOLS
-from mas.types import GLOBAL, Add, Version
+from mas.types.lessons import GLOBAL, Add, Version
 
 GOAL, CHUNK, ROUNDS = 1.15, 40, 25
 N = CHUNK * ROUNDS

@@ -29,7 +29,7 @@ from bound import step_bound
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 
 LATENCY, SLOTS, GOAL = 0.2, 8, 0.85

@@ -52,9 +52,10 @@ from mas.library.hierarchy import record
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request
 from mas.models.tokens import tokenizer
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
-from mas.types import GLOBAL, Add, Provenance, UsageEvent, Version
+from mas.types.lessons import GLOBAL, Add, Provenance, Version
+from mas.types.usage import UsageEvent
 
 TASKS, G, LESSONS, GLOBALS, NEW, TEAM_GOAL, LEARNING_GOAL = 16, 5, 20, 5, 5, 0.7, 0.5
 CONDITIONS = [

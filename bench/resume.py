@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mas.config import TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 
 TIME_GOAL, MEMORY_GOAL = 1.5, 1.2
@@ -48,7 +48,7 @@ sys.path.insert(0, {root!r})
 from mas.config import TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 steps = {steps}
 with tempfile.TemporaryDirectory() as tmp:

@@ -39,7 +39,7 @@ from mas.config import PromotionPolicy, TrainConfig
 from mas.domains.maths import generate
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.train import train
 
 TASKS, G, SLOTS, GOAL = 256, 8, 64, 0.9

@@ -23,7 +23,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 from mas.library.store import LibraryStore
-from mas.types import GLOBAL, Lesson, Version
+from mas.types.lessons import GLOBAL, Lesson, Version
 
 ROOT = Path(__file__).resolve().parents[1]
 MAS = str(Path(sys.executable).with_name("mas"))

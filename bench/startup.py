@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mas.library.edits import apply
 from mas.library.store import LibraryStore
-from mas.types import GLOBAL, Add, Version
+from mas.types.lessons import GLOBAL, Add, Version
 
 ROUNDS, GOAL = 15, 2.0
 PYTHON = sys.executable

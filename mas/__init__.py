@@ -27,17 +27,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` stays cheap)
     from mas.config import EvalConfig, TrainConfig
     from mas.errors import ModelReplyError, UserError
+    from mas.executors.ray_driver import RayExecutor
     from mas.library.store import LibraryStore
-    from mas.memory import LessonMemory
     from mas.models.clients import open_client
     from mas.models.fake import FakeClient
-    from mas.ray_executor import RayExecutor
-    from mas.scenario import Scenario, custom_scenario, load_scenario
     from mas.studies.evaluate import EvalResult, evaluate
-    from mas.team import system_message
-    from mas.teamfile import load_team
+    from mas.team.memory import LessonMemory
+    from mas.team.rollout import system_message
+    from mas.team.scenario import Scenario, custom_scenario, load_scenario
+    from mas.team.teamfile import load_team
     from mas.train import TrainResult, train
-    from mas.types import Task, Version
+    from mas.types.lessons import Version
+    from mas.types.tasks import Task
 
 _WHERE = {
     "EvalConfig": "mas.config",
@@ -45,21 +46,21 @@ _WHERE = {
     "ModelReplyError": "mas.errors",
     "UserError": "mas.errors",
     "LibraryStore": "mas.library.store",
-    "LessonMemory": "mas.memory",
+    "LessonMemory": "mas.team.memory",
     "open_client": "mas.models.clients",
     "FakeClient": "mas.models.fake",
-    "RayExecutor": "mas.ray_executor",
-    "Scenario": "mas.scenario",
-    "custom_scenario": "mas.scenario",
-    "load_scenario": "mas.scenario",
+    "RayExecutor": "mas.executors.ray_driver",
+    "Scenario": "mas.team.scenario",
+    "custom_scenario": "mas.team.scenario",
+    "load_scenario": "mas.team.scenario",
     "EvalResult": "mas.studies.evaluate",
     "evaluate": "mas.studies.evaluate",
-    "system_message": "mas.team",
-    "load_team": "mas.teamfile",
+    "system_message": "mas.team.rollout",
+    "load_team": "mas.team.teamfile",
     "TrainResult": "mas.train",
     "train": "mas.train",
-    "Task": "mas.types",
-    "Version": "mas.types",
+    "Task": "mas.types.tasks",
+    "Version": "mas.types.lessons",
 }
 """Where each public name lives: ``import mas`` imports none of them (a command such as
 ``mas library show`` never needs autogen, sympy or matplotlib); the first use imports one."""

@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mas.types import Budget, Settings
+from mas.types.base import Settings
+from mas.types.lessons import Budget
 
 
 def seed_of(*parts: object) -> int:
@@ -93,7 +94,7 @@ class RolloutConfig(BaseModel):
     injection in training and at inference)."""
     executor: Literal["local", "ray"] = "local"
     """Where rollouts run: local (this process) or ray (Ray actors; the ray extra). Learning,
-    the journal and the libraries stay in this process (``mas.ray_executor``); a resumed run
+    the journal and the libraries stay in this process (``mas.executors.ray_driver``); a resumed run
     may change it."""
     ray_address: str | None = None
     """With ray: the Ray cluster to join (the address ``ray start --head`` prints). Unset, a

@@ -10,7 +10,8 @@ from pydantic import Field, ValidationError
 
 from mas.errors import UserError
 from mas.paths import regular_file
-from mas.types import Frozen, StageCount
+from mas.types.base import Frozen
+from mas.types.reports import StageCount
 
 
 class Price(Frozen):

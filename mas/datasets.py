@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mas.errors import UserError
-from mas.types import Passage, Task
+from mas.types.tasks import Passage, Task
 
 
 class Fields(NamedTuple):

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from autogen_core.models import RequestUsage
 
-from mas.types import StageCount
+from mas.types.reports import StageCount
 
 
 class Meter:

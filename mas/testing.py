@@ -27,7 +27,7 @@ from typing import Any
 from mas.config import TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Reply, Request
-from mas.scenario import Scenario
+from mas.team.scenario import Scenario
 from mas.train import TrainResult, train
 
 Match = Callable[[Request], bool]

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from mas.scenario import Role, Scenario
+from mas.team.scenario import Role, Scenario
 from mas.tools import TOOLS
-from mas.types import GLOBAL, Group, Lesson, RoleSteps, RoleTrace, Rollout, Summary, Task, Version
+from mas.types.lessons import GLOBAL, Lesson, Version
+from mas.types.replies import RoleSteps, Summary
+from mas.types.rollouts import Group, RoleTrace, Rollout
+from mas.types.tasks import Task
 
 _PLACEHOLDER = Task(id="-", question="-")
 

@@ -21,7 +21,7 @@ from mas.errors import UserError
 from mas.library.store import LibraryStore
 from mas.redact import redact
 from mas.tracking import Tracker, flat, run_key
-from mas.types import StepReport
+from mas.types.reports import StepReport
 
 
 def step_metrics(r: StepReport) -> dict[str, float]:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from mas import runs
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.journal import Journal, records
 from mas.library import pending
 from mas.library.edits import apply
@@ -25,15 +25,11 @@ from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve
-from mas.scenario import Scenario
 from mas.step.run import run_step
-from mas.types import (
-    Delete,
-    Provenance,
-    StepReport,
-    Task,
-    Version,
-)
+from mas.team.scenario import Scenario
+from mas.types.lessons import Delete, Provenance, Version
+from mas.types.reports import StepReport
+from mas.types.tasks import Task
 
 
 class TrainResult(BaseModel):
@@ -70,7 +66,7 @@ async def train(
     """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
     ``learner``, when given, makes the learning calls (summaries, advantages, edits,
     equivalence judgements) and ``client`` only the team's. ``executor`` runs the rollouts
-    (``mas.executor``; None: in this process, with ``client``); the learning stages, the
+    (``mas.executors``; None: in this process, with ``client``); the learning stages, the
     journal and every library write stay here.
 
     ``on_step`` gets each step's report as the step ends; ``on_rollout`` the number of rollouts

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 
 pytest_plugins = ["tests.fault_server"]  # the fault_server fixture
 

@@ -17,8 +17,8 @@ import math
 import re
 
 from mas.models.fake import Request
-from mas.scenario import Scenario, load_role
-from mas.types import Task
+from mas.team.scenario import Scenario, load_role
+from mas.types.tasks import Task
 
 HELPS = {
     "Restate the numbers of the question before acting on them.": {"planner", "solver"},

@@ -12,8 +12,8 @@ import json
 import re
 
 from mas.models.fake import Request, default_respond
-from mas.scenario import Scenario, load_scenario
-from mas.types import Passage, Task
+from mas.team.scenario import Scenario, load_scenario
+from mas.types.tasks import Passage, Task
 from tests.screening.score import HERE, load
 
 

@@ -10,7 +10,7 @@ from mas.library.hierarchy import enforce_budgets
 from mas.library.inject import role_block, select
 from mas.library.store import LibraryStore
 from mas.testing import train_on_fake
-from mas.types import Budget, Lesson, Provenance, Version
+from mas.types.lessons import Budget, Lesson, Provenance, Version
 
 WORDS = "apples boxes trains carry digits units parentheses fractions percent speed distance hours".split()
 

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from mas.cli.main import app
 from mas.cli.options import docstring
 from mas.config import EvalConfig, ExposurePolicy, PromotionPolicy, TrainConfig
-from mas.types import Budget, Settings
+from mas.types.base import Settings
+from mas.types.lessons import Budget
 from tests.test_cli import mas
 
 ROOT = typer.main.get_command(app)
@@ -81,12 +82,12 @@ def test_library_show_imports_no_settings_and_no_team(tmp_path):
     and settings of the commands that run the team, nor autogen, nor a lock (it only reads)."""
     from mas.library.edits import apply
     from mas.library.store import LibraryStore
-    from mas.types import Add, Version
+    from mas.types.lessons import Add, Version
 
     store = LibraryStore(tmp_path / "lib.json")
     store.commit([apply(Version.empty("solver"), [Add(op="add", text="Check the units before the sum.")])[0]])
     loaded = loaded_by("library", "show", str(store.path))
-    assert "mas.library.store" in loaded and "mas.types" in loaded
+    assert "mas.library.store" in loaded and "mas.types.lessons" in loaded
     unwanted = {"mas.config", "mas.cli.options", "mas.cli.sources", "mas.cli.commands", "mas.cli.promote"}
     assert not loaded & unwanted
     assert not {m for m in loaded if m.split(".")[0] in ("autogen_core", "autogen_agentchat", "filelock", "networkx")}

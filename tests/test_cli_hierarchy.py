@@ -9,7 +9,9 @@ import pytest
 
 from mas.library.logs import SideFiles, StepKey
 from mas.library.store import LibraryStore
-from mas.types import Lesson, PromotionMove, UsageEvent, Version
+from mas.types.evidence import PromotionMove
+from mas.types.lessons import Lesson, Version
+from mas.types.usage import UsageEvent
 from tests.test_cli import mas
 
 HELPS_TWO = "When a result comes back, compare it with a rough estimate before passing it on."

@@ -20,7 +20,8 @@ from mas.models.endpoint import Adapted, grammar_safe
 from mas.models.fake import FakeClient
 from mas.models.texttools import action_schema, as_text, parse_action
 from mas.tools import TOOLS
-from mas.types import Advantage, Task, advantage_schema
+from mas.types.replies import Advantage, advantage_schema
+from mas.types.tasks import Task
 
 CALCULATOR = TOOLS["calculator"](Task(id="t", question="?"))
 CALC = CALCULATOR.schema

@@ -9,7 +9,7 @@ import pytest
 
 from mas.datasets import Fields, load_jsonl
 from mas.errors import UserError
-from mas.types import Task
+from mas.types.tasks import Task
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PACK = Path(__file__).resolve().parents[1] / "scenarios" / "maths" / "tasks.jsonl"
@@ -168,7 +168,7 @@ def test_hugging_face_fields_are_mapped_and_a_boxed_solution_is_read(tmp_path: P
 
 
 def test_a_bare_task_file_says_which_team_it_was_given(tmp_path: Path) -> None:
-    from mas.scenario import load_scenario
+    from mas.team.scenario import load_scenario
 
     numbers = write(tmp_path / "n.jsonl", '{"question": "What is 2 + 2?", "answer": "4"}')
     assert load_scenario(str(numbers)).origin.endswith(

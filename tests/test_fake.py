@@ -3,7 +3,7 @@ import asyncio
 from autogen_core.models import SystemMessage, UserMessage
 
 from mas.models.fake import FakeClient
-from mas.types import advantage_schema, edit_schema, summary_schema
+from mas.types.replies import advantage_schema, edit_schema, summary_schema
 
 
 def messages(text, system="You are the solver."):

@@ -22,7 +22,7 @@ from mas.meter import Meter
 from mas.models.clients import open_client
 from mas.models.endpoint import Adapted, endpoint_counts
 from mas.models.faults import retry_after as _retry_after
-from mas.team import run_rollout
+from mas.team.rollout import run_rollout
 from mas.train import train
 from tests.fault_server import KINDS, STRUCTURED_ONLY, TRANSPORT, spread
 

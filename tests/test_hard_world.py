@@ -113,7 +113,7 @@ def test_a_negation_hurts_and_a_paraphrase_without_the_condition_does_nothing(tw
 
 
 def judge(w: HardWorld, a: str, b: str, salt: int = 0) -> bool:
-    from mas.types import Equivalence
+    from mas.types.replies import Equivalence
 
     request = Request("judge", [f"Lesson A: {a}\nLesson B: {b}"], [], Equivalence, salt)
     return '"same": true' in w.respond(request)
@@ -136,7 +136,7 @@ def test_the_judges_systematic_errors():
 
 @pytest.mark.parametrize("proposer", [True, False])
 def test_the_proposer_rarely_proposes_a_helpful_lesson_and_names_the_wrong_role_half_the_time(proposer):
-    from mas.types import Advantage
+    from mas.types.replies import Advantage
 
     w = world(proposer=proposer)
     helpful = right = 0

@@ -16,7 +16,7 @@ from mas import paths
 from mas.cli.main import main
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
-from mas.types import Lesson, Version
+from mas.types.lessons import Lesson, Version
 from tests.attacks import ATTACKS, HARMLESS, hand_written, leaked
 
 UNITS = "When quantities have units, convert them to the same unit before adding."

@@ -26,7 +26,7 @@ import pytest
 from mas import paths
 from mas.cli.main import main
 from mas.library.store import LibraryStore
-from mas.types import Lesson, Version
+from mas.types.lessons import Lesson, Version
 
 KEY = "sk-mas-secret-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 GOOD_TASK = {"id": "1", "question": "What is 1 + 1?", "answer": "2"}
@@ -851,7 +851,7 @@ def test_a_kill_inside_a_promotion_loses_no_log_entry(kill_at, evidence, tmp_pat
     from mas.config import PromotionPolicy
     from mas.library import hierarchy
     from mas.library.logs import SideFiles, StepLog
-    from mas.types import Budget, Provenance
+    from mas.types.lessons import Budget, Provenance
 
     for name in ("lib.json", "lib.usage.jsonl"):
         (tmp_path / name).write_bytes((evidence / name).read_bytes())
@@ -899,7 +899,7 @@ HOSTILE = "Check \x1b[2J\x1b[31mred\x1b[0m and \u202eevil\u202c, \x07 and a fake
 )
 def test_lesson_text_reaches_the_terminal_escaped(args, tmp_path, capsys, monkeypatch):
     from mas.library.logs import SideFiles, StepKey
-    from mas.types import QuarantineItem
+    from mas.types.refusals import QuarantineItem
 
     lib = tmp_path / "lib.json"
     LibraryStore(lib).commit(lesson_versions(HOSTILE))
@@ -951,7 +951,7 @@ def test_a_secret_is_written_nowhere(echo, tmp_path, monkeypatch):
     """The journal, the library and its backup, the step logs, a report, a graph export."""
     from mas.journal import Journal
     from mas.library.logs import SideFiles, StepKey
-    from mas.types import QuarantineItem
+    from mas.types.refusals import QuarantineItem
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     text = f"Keep the calculator handy ({ECHOES[echo]}) when adding."
@@ -975,11 +975,11 @@ def test_a_secret_is_written_nowhere(echo, tmp_path, monkeypatch):
 @pytest.mark.parametrize("echo", ECHOES)
 def test_a_lesson_holding_a_secret_is_refused(echo, monkeypatch):
     from mas.step import edit as stages
-    from mas.types import Add
+    from mas.types.lessons import Add
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     text = f"Keep the calculator handy ({ECHOES[echo]}) when adding."
-    from mas.types import AddOperation
+    from mas.types.replies import AddOperation
 
     proposals = [AddOperation(op="add", library="solver", text=t) for t in (text, "Check the units before answering.")]
     kept, refused_ = stages.screened({"solver": proposals}, [], [])

@@ -13,7 +13,8 @@ from mas.step.rollout import reward
 from mas.studies.evaluate import evaluate
 from mas.testing import journal, stage, train_on_fake
 from mas.train import train
-from mas.types import Group, Rollout, Task
+from mas.types.rollouts import Group, Rollout
+from mas.types.tasks import Task
 
 
 def run(maths, tmp_path, client=None, /, **config):
@@ -105,7 +106,7 @@ def test_ground_truth_off_rewards_the_majority():
     group = Group(
         task=task, rollouts=[Rollout(task_id="t", index=i, traces=[], answer=a) for i, a in enumerate(["5", "5", "7"])]
     )
-    from mas.scenario import load_scenario
+    from mas.team.scenario import load_scenario
 
     maths = load_scenario("maths")
     assert reward(maths, group, ground_truth=True).rewards == [0, 0, 1]
@@ -175,7 +176,7 @@ def test_route_global_sends_every_lesson_to_the_global_library(maths, tmp_path):
 
 def test_inject_global_off_leaves_the_global_library_out(maths):
     from mas.library.inject import role_block
-    from mas.types import Budget, Lesson, Version
+    from mas.types.lessons import Budget, Lesson, Version
 
     heads = {
         "global": Version(
@@ -246,10 +247,10 @@ def test_fresh_starts_from_empty_libraries(maths, tmp_path):
 def test_a_large_step_sends_its_first_call_before_building_every_team(maths, tmp_path, monkeypatch, stage_name):
     """All rollouts of a step start at once; without a bound on those building their team, the
     event loop built every team (a few ms each) before any call went out."""
-    import mas.team
+    import mas.team.rollout
 
     built, first = [0], []
-    compose = mas.team.compose
+    compose = mas.team.rollout.compose
 
     def counting(role, *args, **kwargs):
         built[0] += 1
@@ -261,11 +262,11 @@ def test_a_large_step_sends_its_first_call_before_building_every_team(maths, tmp
                 first.append(built[0])
             return await super().create(messages, **kwargs)
 
-    monkeypatch.setattr(mas.team, "compose", counting)
+    monkeypatch.setattr(mas.team.rollout, "compose", counting)
     roles = len(maths.roles)
     if stage_name == "train":
         run(maths, tmp_path, Watching(), tasks=32, batch_size=32, group_size=4)
     else:
         asyncio.run(evaluate(maths, client=Watching(), heads=None, config=EvalConfig(tasks=32, k=4)))
     assert built[0] >= 128 * roles  # every rollout was built in the end
-    assert first[0] <= 2 * mas.team.STARTING * roles  # the first call went out after a few
+    assert first[0] <= 2 * mas.team.rollout.STARTING * roles  # the first call went out after a few

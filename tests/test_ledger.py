@@ -14,7 +14,7 @@ from mas.library.logs import StepKey, StepLog
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.train import train
-from mas.types import UsageEvent
+from mas.types.usage import UsageEvent
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_world.py"
 

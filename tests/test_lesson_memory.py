@@ -14,8 +14,8 @@ from autogen_ext.models.openai import OpenAIChatCompletionClient
 import mas
 from mas.errors import UserError
 from mas.library.store import LibraryStore
-from mas.scenario import Role
-from mas.types import Budget, Lesson, Provenance, Version
+from mas.team.scenario import Role
+from mas.types.lessons import Budget, Lesson, Provenance, Version
 
 PROMPT = "You are the solver of a small team that solves maths problems."
 FRACTIONS = "When a fraction appears, bring both fractions to a common denominator first."
@@ -139,6 +139,8 @@ async def test_query_and_the_component_round_trip(library):
     assert [r.content for r in (await loaded.query(UNIT_TASK)).results] == [SHARED, UNITS]
     with pytest.raises(NotImplementedError):
         await memory.add(MemoryContent(content="x", mime_type="text/plain"))
+    saved = memory.dump_component().model_copy(update={"provider": "mas.memory.LessonMemory"})  # saved before the move
+    assert isinstance(Memory.load_component(saved), mas.LessonMemory)
 
 
 def test_a_missing_library_or_a_bad_role_is_refused_at_once(tmp_path, library):
@@ -152,7 +154,7 @@ def test_import_mas_does_not_import_the_memory_module():
     import subprocess
     import sys
 
-    code = "import sys, mas; print('mas.memory' in sys.modules); mas.LessonMemory; print('mas.memory' in sys.modules)"
+    code = "import sys, mas; print('mas.team.memory' in sys.modules); mas.LessonMemory; print('mas.team.memory' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
 

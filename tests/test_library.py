@@ -1,6 +1,6 @@
 from mas.library.edits import apply, parse_edits
 from mas.library.inject import render_block
-from mas.types import Add, Delete, Keep, Lesson, Modify, Provenance, Version
+from mas.types.lessons import Add, Delete, Keep, Lesson, Modify, Provenance, Version
 
 
 def v0(library="solver"):

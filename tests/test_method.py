@@ -14,11 +14,13 @@ from mas.errors import UserError
 from mas.library.edits import apply
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, default_respond
-from mas.scenario import held_out, load_scenario
 from mas.step.rollout import reward
 from mas.studies.evaluate import check_held_out
+from mas.team.scenario import held_out, load_scenario
 from mas.testing import journal, stage, train_on_fake
-from mas.types import Add, Delete, Group, Lesson, Provenance, Rollout, Task, Version
+from mas.types.lessons import Add, Delete, Lesson, Provenance, Version
+from mas.types.rollouts import Group, Rollout
+from mas.types.tasks import Task
 
 # -- lesson ids never change an answer ------------------------------------------------------
 

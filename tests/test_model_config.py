@@ -226,7 +226,7 @@ async def test_other_providers_fatal_faults_and_bugs():
 
 
 async def test_native_json_asks_the_clients_own_switch():
-    from mas.types import Summary
+    from mas.types.replies import Summary
 
     seen = {}
 

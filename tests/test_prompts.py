@@ -11,7 +11,7 @@ from mas.library.edits import parse_edits
 from mas.meter import Meter
 from mas.models.fake import FakeClient
 from mas.templates import STAGES, render, template
-from mas.types import EditBatch, summary_schema
+from mas.types.replies import EditBatch, summary_schema
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -24,8 +24,8 @@ from mas.domains.qa import (
     question,
     write_jsonl,
 )
-from mas.scenario import EXTRACTORS, REWARDS, load_scenario
-from mas.types import Task
+from mas.team.scenario import EXTRACTORS, REWARDS, load_scenario
+from mas.types.tasks import Task
 
 PACK = Path(__file__).resolve().parents[1] / "scenarios" / "multihop"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

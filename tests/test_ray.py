@@ -78,7 +78,7 @@ def test_a_run_on_ray_is_byte_for_byte_a_local_run(tmp_path):
 @pytest.fixture(scope="module")
 def ray_instance():
     """One local Ray instance for the tests that drive ``RayExecutor`` themselves."""
-    from mas.ray_executor import import_ray
+    from mas.executors.ray_driver import import_ray
 
     ray = import_ray(local=True)
     ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
@@ -99,7 +99,7 @@ def test_a_worker_killed_mid_step_loses_only_its_rollouts(ray_instance, maths, t
     """kill -9 of a worker once the step's first rollout is done (each takes about a second):
     the rollouts it held go to the other worker, the step ends with every rollout valid and
     journaled once, and the libraries are those of a local run."""
-    from mas.ray_executor import RayExecutor
+    from mas.executors.ray_driver import RayExecutor
 
     asyncio.run(_train(maths, tmp_path / "local"))
 
@@ -129,7 +129,7 @@ def test_a_worker_killed_mid_step_loses_only_its_rollouts(ray_instance, maths, t
 def test_a_worker_that_cannot_reach_the_endpoint_fails_its_rollouts(ray_instance, maths):
     """Nothing listens at the endpoint's port: each rollout fails with the connection error,
     counted, within the client's retries, and the evaluation ends."""
-    from mas.ray_executor import RayExecutor
+    from mas.executors.ray_driver import RayExecutor
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -185,7 +185,7 @@ def test_ray_address_joins_a_running_cluster(ray_instance, tmp_path):
 def test_a_fixed_limit_holds_for_the_endpoint_across_workers(ray_instance, maths, tmp_path):
     """``--concurrency 3`` with 2 workers: the endpoint never has more than 3 calls at once,
     the workers' and this process's learning calls together, and it had more than 1."""
-    from mas.ray_executor import RayExecutor
+    from mas.executors.ray_driver import RayExecutor
     from tests.fault_server import FaultServer
 
     with FaultServer().pace(0.2, 100) as server:
@@ -255,7 +255,7 @@ def test_a_worker_that_cannot_open_its_client_stops_the_start(ray_instance, math
     """The workers open their client as they start: a bad model is the driver's one-line error
     then, not a failure of every rollout, and nothing the start made is left running."""
     from mas.errors import UserError
-    from mas.ray_executor import RayExecutor
+    from mas.executors.ray_driver import RayExecutor
 
     async def on_ray():
         executor = RayExecutor(maths, functools.partial(open_client, "nonsense"), workers=2)

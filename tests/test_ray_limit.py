@@ -1,12 +1,12 @@
-"""The in-flight limit the driver serves to its Ray workers (``mas.ray_limit``): one limit for
+"""The in-flight limit the driver serves to its Ray workers (``mas.executors.ray_limit``): one limit for
 every process, slots back when a worker goes. No Ray needed: the handles connect on loopback."""
 
 from __future__ import annotations
 
 import asyncio
 
+from mas.executors.ray_limit import LimitServer, Shared
 from mas.models.limiter import AdaptiveLimit
-from mas.ray_limit import LimitServer, Shared
 
 
 async def served(concurrency):

@@ -12,7 +12,8 @@ from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.models.wrappers import Delegating
 from mas.train import train
-from mas.types import Add, Delete, Lesson, Modify, Rejected, StepReport, Version
+from mas.types.lessons import Add, Delete, Lesson, Modify, Rejected, Version
+from mas.types.reports import StepReport
 from tests.test_cli import mas
 
 

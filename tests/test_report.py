@@ -11,10 +11,11 @@ from mas.errors import UserError
 from mas.library.logs import SideFiles, StepKey
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
 from mas.studies.report import PLOTS, write_report
+from mas.team.scenario import load_scenario
 from mas.train import train
-from mas.types import Lesson, PromotionMove, Provenance, Version
+from mas.types.evidence import PromotionMove
+from mas.types.lessons import Lesson, Provenance, Version
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

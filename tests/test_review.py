@@ -11,7 +11,8 @@ from mas.library import hierarchy
 from mas.library.logs import SideFiles, StepKey
 from mas.library.review import NO_EVIDENCE
 from mas.library.store import LibraryStore
-from mas.types import Lesson, Provenance, UsageEvent, Version
+from mas.types.lessons import Lesson, Provenance, Version
+from mas.types.usage import UsageEvent
 from tests.test_cli import mas
 
 FIRST = "When a result comes back, compare it with a rough estimate before passing it on."

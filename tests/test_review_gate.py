@@ -23,7 +23,8 @@ from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.testing import journal, train_on_fake
 from mas.train import train
-from mas.types import REVIEW_SCHEMA, Decision
+from mas.types.lessons import REVIEW_SCHEMA
+from mas.types.review import Decision
 from tests.test_cli import mas, snapshot
 
 MAS = [sys.executable, "-c", "from mas.cli.main import main; main()"]

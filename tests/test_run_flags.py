@@ -152,7 +152,7 @@ TWINS = [
 def judging_calls(tmp_path, name: str, *extra: str) -> tuple[int, str]:
     """The model calls of ``mas promote`` on a fresh copy of a library of near-twins."""
     from mas.library.store import LibraryStore
-    from mas.types import Lesson, Version
+    from mas.types.lessons import Lesson, Version
     from tests.test_study_crash import calls
     from tests.test_study_runs import run_counting
 

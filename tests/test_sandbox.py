@@ -27,11 +27,11 @@ from mas.cli.main import main
 from mas.errors import UserError
 from mas.meter import Meter
 from mas.models.fake import FakeClient
-from mas.scenario import custom_scenario, load_scenario
-from mas.team import run_rollout
+from mas.team.rollout import run_rollout
+from mas.team.scenario import custom_scenario, load_scenario
 from mas.tools import TOOLS, cgroups, isolation, sandbox
 from mas.tools.sandbox import Limits, run_python
-from mas.types import Task
+from mas.types.tasks import Task
 
 
 def run(code, **limits):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from mas import screen_model, screen_train
 from mas.cli.main import main
 from mas.library.inject import role_block
 from mas.library.logs import SideFiles
@@ -17,7 +16,9 @@ from mas.models.fake import PLANTED as FAKE_LESSONS
 from mas.models.fake import FakeClient
 from mas.redact import redact
 from mas.screen import answer_weight, refusals, screen
-from mas.screen_rules import load
+from mas.screen import model as screen_model
+from mas.screen import train as screen_train
+from mas.screen.rules import load
 from mas.testing import train_on_fake
 from tests import redteam
 from tests.screening import score
@@ -181,8 +182,8 @@ def test_the_shipped_weights_reproduce_from_the_training_script():
 
 def test_the_learned_layer_is_read_at_the_first_lesson_not_at_import():
     code = (
-        "import sys, mas.screen; print('mas.screen_model' in sys.modules); "
-        "mas.screen.screen('Check units.', answers=[], sources=[]); print('mas.screen_model' in sys.modules)"
+        "import sys, mas.screen; print('mas.screen.model' in sys.modules); "
+        "mas.screen.screen('Check units.', answers=[], sources=[]); print('mas.screen.model' in sys.modules)"
     )
     assert subprocess.check_output([sys.executable, "-c", code], text=True).split() == ["False", "True"]
 

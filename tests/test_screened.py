@@ -18,7 +18,7 @@ import mas
 from mas.cli.main import main
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
-from mas.scenario import Role
+from mas.team.scenario import Role
 from tests.attacks import ATTACKS, HARMLESS, MISSED, hand_written, leaked
 
 TASK = "A train travels at 60 km per hour for 3 hours. How far does it go?"

@@ -13,7 +13,7 @@ from autogen_core.tools import FunctionTool
 from mas.domains.qa import generate
 from mas.tools import TOOLS
 from mas.tools.search import _index, find, open_tool, search_tool, stem
-from mas.types import Passage, Task
+from mas.types.tasks import Passage, Task
 
 TASK = Task(
     id="search-test",
@@ -195,8 +195,8 @@ def test_a_team_rollout_searches_opens_and_answers(monkeypatch):
     from mas.domains.qa import extract_answer, qa_reward
     from mas.meter import Meter
     from mas.models.fake import FakeClient
-    from mas.scenario import EXTRACTORS, REWARDS, load_scenario
-    from mas.team import run_rollout
+    from mas.team.rollout import run_rollout
+    from mas.team.scenario import EXTRACTORS, REWARDS, load_scenario
 
     monkeypatch.setitem(REWARDS, "qa", qa_reward)
     monkeypatch.setitem(EXTRACTORS, "qa", extract_answer)

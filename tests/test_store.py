@@ -15,7 +15,7 @@ import pytest
 from mas.errors import UserError
 from mas.library import review
 from mas.library.store import LibraryStore, diff
-from mas.types import Add, Lesson, Provenance, Version
+from mas.types.lessons import Add, Lesson, Provenance, Version
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -213,7 +213,7 @@ def test_lock_timeout(store: LibraryStore, tmp_path: Path) -> None:
 WRITER = """
 import sys
 from mas.library.store import LibraryStore
-from mas.types import Lesson, Version
+from mas.types.lessons import Lesson, Version
 store = LibraryStore(sys.argv[1])
 first = True
 while True:

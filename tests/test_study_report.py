@@ -6,10 +6,10 @@ import re
 
 from mas.config import EvalConfig, TrainConfig
 from mas.models.fake import FakeClient
-from mas.scenario import load_scenario
 from mas.studies import job
 from mas.studies.ablate import ablate
 from mas.studies.report import PLOTS, write_report
+from mas.team.scenario import load_scenario
 from mas.train import finished
 from tests.test_report import check_plots, make_run
 

@@ -19,9 +19,9 @@ import mas
 from mas.cli.main import main
 from mas.errors import UserError
 from mas.meter import Meter
-from mas.team import run_rollout
-from mas.teamfile import load_team
-from mas.types import Task
+from mas.team.rollout import run_rollout
+from mas.team.teamfile import load_team
+from mas.types.tasks import Task
 
 
 def calculator(expression: str) -> str:

@@ -8,7 +8,7 @@ from autogen_core.models import SystemMessage, UserMessage
 
 from mas.config import TrainConfig
 from mas.testing import Rule, ScriptedClient, UnexpectedCall, UnusedRule, journal, stage, system_has, train_on_fake
-from mas.types import Summary
+from mas.types.replies import Summary
 
 
 def ask(client, system, user="Task: What is 2 + 2?", schema=None):

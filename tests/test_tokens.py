@@ -13,9 +13,9 @@ from mas.models.endpoint import Adapted
 from mas.models.fake import FakeClient
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve, spec_for_model, spec_of, tokenizer
-from mas.scenario import load_scenario
+from mas.team.scenario import load_scenario
 from mas.testing import train_on_fake
-from mas.types import Budget, Lesson, Provenance, Version
+from mas.types.lessons import Budget, Lesson, Provenance, Version
 
 MIXED = "Call solver/0042 with 1234567.89 and 98765, then ñandú 東京 naïve."
 

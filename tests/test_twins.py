@@ -18,7 +18,9 @@ from mas.library.similar import Judge, _key, classes, negates, overlap
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
 from mas.train import train
-from mas.types import Equivalence, Lesson, Provenance, UsageEvent, Version
+from mas.types.lessons import Lesson, Provenance, Version
+from mas.types.replies import Equivalence
+from mas.types.usage import UsageEvent
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_world.py"
 
@@ -349,7 +351,7 @@ def test_twins_whose_own_evidence_disagrees_are_split_not_merged(tmp_path):
     """The judge called "compute mentally" the same as "reread the question". In the rollouts
     before, where each was drawn on its own, the first helped and the second did nothing: the
     pass splits the pair instead of merging it, logs why, and the judge is overruled for it."""
-    from mas.types import Budget
+    from mas.types.lessons import Budget
 
     reread = Lesson(id="solver/0001", text="Reread the question before the final answer.")
     mental = Lesson(id="solver/0002", text="Compute small products mentally before answering.")

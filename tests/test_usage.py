@@ -11,19 +11,12 @@ from mas.library import evidence, exposure, graph
 from mas.library.logs import StepKey, StepLog
 from mas.step.context import Context
 from mas.step.usage import numeric_advantages, usage_events
-from mas.types import (
-    Effect,
-    Group,
-    Lesson,
-    Provenance,
-    RoleSteps,
-    RoleTrace,
-    Rollout,
-    Summary,
-    Task,
-    UsageEvent,
-    Version,
-)
+from mas.types.evidence import Effect
+from mas.types.lessons import Lesson, Provenance, Version
+from mas.types.replies import RoleSteps, Summary
+from mas.types.rollouts import Group, RoleTrace, Rollout
+from mas.types.tasks import Task
+from mas.types.usage import UsageEvent
 
 SHOWN = ["global/0001", "solver/0001", "solver/0002"]
 

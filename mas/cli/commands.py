@@ -33,10 +33,10 @@ from mas.cli.tracking import stopping, training
 from mas.config import PRESETS, PromotionPolicy, TrainConfig, train_config
 from mas.redact import redact
 from mas.tools import isolation
-from mas.types import Budget
+from mas.types.lessons import Budget
 
 if TYPE_CHECKING:
-    from mas.types import StepReport
+    from mas.types.reports import StepReport
 
 app = typer.Typer(rich_markup_mode=None)
 """These commands, for ``mas.cli.main`` to list under ``mas``."""

@@ -31,12 +31,12 @@ from mas.config import RolloutConfig
 if TYPE_CHECKING:
     from mas.config import RolloutConfig as Settings
     from mas.cost import Price
-    from mas.scenario import Scenario
+    from mas.team.scenario import Scenario
 
 LOCAL = "local"
 """The model when none is given: the embedded SmolLM2-135M."""
 Executor = Literal["local", "ray"]
-"""Where rollouts run: ``local``, in this process; ``ray``, on Ray actors (``mas.ray_executor``)."""
+"""Where rollouts run: ``local``, in this process; ``ray``, on Ray actors (``mas.executors.ray_driver``)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class RunFlags:
     def rollouts(self, clients: Models, scenario: Scenario, config: Settings):
         """``async with run.rollouts(clients, scenario, config) as executor``: where the rollouts
         run, as ``config`` says (its ``executor``, from these flags or a preset): None for
-        ``local``, else a started ``mas.ray_executor.RayExecutor``."""
+        ``local``, else a started ``mas.executors.ray_driver.RayExecutor``."""
         return clients.executor(
             scenario, config, base_url=self.base_url, api_key=self.api_key, call_timeout=self.call_timeout,
             retries=self.retries, reasoning=self.reasoning,

@@ -18,7 +18,7 @@ from mas.errors import UserError
 if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` starts fast
     from mas.library.logs import SideFiles
     from mas.library.store import LibraryStore
-    from mas.types import Provenance
+    from mas.types.lessons import Provenance
 
 library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export, import, review and roll back libraries.")
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
@@ -220,7 +220,7 @@ def _print_rejected(store: LibraryStore, role: str | None) -> None:
     """The refused operations and edits of the log; for steps from before the log, the refused
     edits their library versions kept."""
     from mas.library.logs import SideFiles, StepKey
-    from mas.types import RefusedEdit
+    from mas.types.refusals import RefusedEdit
 
     log = SideFiles(store.path).rejected
     rows = [(key, item) for key, items in log.steps() for item in items]
@@ -253,7 +253,7 @@ def _proposed(edit: dict | str) -> str:
 def _scenario_roles(which: str) -> list[str]:
     """The roles of the scenario ``which`` names (none for a library file, or a scenario that
     cannot be loaded: the export shows the libraries and the roles with evidence then)."""
-    from mas.scenario import load_scenario
+    from mas.team.scenario import load_scenario
 
     if which.endswith(".json"):
         return []

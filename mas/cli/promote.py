@@ -38,7 +38,7 @@ def promote_command(
     pairs count as different."""
     from datetime import datetime
 
-    from mas.types import Provenance
+    from mas.types.lessons import Provenance
 
     store = store_of(which)
     policy = settings(PromotionPolicy, min_roles=min_roles, min_tasks=min_tasks, alpha=alpha)
@@ -62,7 +62,7 @@ async def _promote(store, policy, stamp, run: RunFlags, clients, price, *, dry_r
     from mas.library.hierarchy import promote
     from mas.models.limiter import Limited
     from mas.models.wrappers import Budgeted
-    from mas.types import Budget
+    from mas.types.lessons import Budget
 
     if clients is None:
         return await promote(store, policy, stamp, budget=Budget(), dry_run=dry_run), None

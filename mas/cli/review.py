@@ -24,7 +24,7 @@ from mas.errors import UserError
 if TYPE_CHECKING:
     from mas.library.pending import Held
     from mas.library.store import LibraryStore
-    from mas.types import Decision
+    from mas.types.review import Decision
 
 _PAST = {"accept": "accepted", "reject": "rejected", "edit": "accepted with the reviewer's text"}
 CHOICES = "accept (a), reject (r), edit the text (e), skip (s), quit (q)? "
@@ -117,7 +117,7 @@ def _decisions(store, held, *, who, accept, reject, edit, text, why) -> list[Dec
 
 def _decision(heads, held: Held, verdict: str, *, who: str, why: str, text: str | None, label: str) -> Decision:
     """One decision on ``held``, checked against ``heads`` (``_check``), which then hold it."""
-    from mas.types import Decision
+    from mas.types.review import Decision
 
     _check(heads, held, verdict, text, label)
     at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -150,7 +150,7 @@ def _check(heads: dict, held: Held, verdict: str, text: str | None, label: str) 
 
 def _from_version(held: Held) -> Decision:
     """The decision a settled version records (its reviews log line may be gone)."""
-    from mas.types import Decision
+    from mas.types.review import Decision
 
     p = held.settled.provenance
     verdict = "reject" if not held.settled.edits else "edit" if held.settled.rejected else "accept"

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported where used: declaring the commands must stay fast
 
     from mas.datasets import Fields
     from mas.models.config_file import Configured
-    from mas.scenario import Scenario
+    from mas.team.scenario import Scenario
 
 ScenarioArg = Annotated[
     str | None,
@@ -110,7 +110,7 @@ def scenario_from(
 ) -> Scenario:
     """The scenario a command was given; ``say`` (when given) is told how mas chose a team or
     reward."""
-    from mas.scenario import load_scenario
+    from mas.team.scenario import load_scenario
 
     if team is None:
         if tasks_file is not None or reward is not None:
@@ -124,7 +124,7 @@ def scenario_from(
         tasks = tasks_file or (Path(arg) if arg is not None else None)
         if tasks is None or tasks.suffix != ".jsonl":
             raise UserError("--team needs its tasks as a .jsonl file: give it as SCENARIO or as --tasks-file")
-        from mas.teamfile import load_team  # autogen's loaders: only for a team file
+        from mas.team.teamfile import load_team  # autogen's loaders: only for a team file
 
         spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file, trust=trust or ())
     if spec.origin and say is not None:
@@ -167,7 +167,7 @@ class Models:
         if config.executor == "local":
             yield None
             return
-        from mas.ray_executor import RayExecutor
+        from mas.executors.ray_driver import RayExecutor
 
         opener = self.opener(**spec_options)
         async with RayExecutor(
@@ -182,7 +182,7 @@ class Models:
             if config.ray_address is not None or config.workers is not None:
                 raise UserError(f"{'--ray-address' if config.ray_address else '--workers'} goes with --executor ray")
             return
-        from mas.ray_executor import EXTRA
+        from mas.executors.ray_driver import EXTRA
 
         if importlib.util.find_spec("ray") is None:
             raise UserError(f"--executor ray needs Ray: {EXTRA}")
@@ -194,7 +194,7 @@ class Models:
 
     def opener(self, *, base_url=None, api_key=None, **limits):
         """The team's client as a worker on another machine opens it: a picklable function
-        (``mas.ray_worker.Opener``) with the base URL and key resolved here."""
+        (``mas.executors.ray_worker.Opener``) with the base URL and key resolved here."""
         if self.team is not None:
             from mas.models.config_file import open_model_config, read_document
 

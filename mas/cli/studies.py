@@ -23,8 +23,8 @@ from mas.config import ABLATIONS, EvalConfig, TrainConfig
 from mas.errors import UserError
 
 if TYPE_CHECKING:
-    from mas.scenario import Scenario
     from mas.studies.evaluate import EvalResult
+    from mas.team.scenario import Scenario
 
 app = typer.Typer(rich_markup_mode=None)
 """These commands, for ``mas.cli.main`` to list under ``mas``."""

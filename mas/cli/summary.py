@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mas.studies.by_kind import count, failed_line, reason_kind, refused_line
 from mas.train import finished
-from mas.types import Version
+from mas.types.lessons import Version
 
 __all__ = ["count", "failed_line", "near", "reason_kind", "refused_line", "starting_line"]
 

@@ -117,7 +117,7 @@ def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: fl
     if tracker is None:
         return
     table = [m.model_dump(mode="json", include={"kind", "text", "lessons", "roles", "into", "reason"}) for m in moves]
-    from mas.types import PromotionMove
+    from mas.types.evidence import PromotionMove
 
     kinds = get_args(PromotionMove.model_fields["kind"].annotation)
     metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in kinds}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from mas.types import Task
+from mas.types.tasks import Task
 
 NUMBER = r"-?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?"
 MARKER = re.compile(r"\b(?:final\s+answer|answer)(?:\s+is)?\s*[:=]?[\s*_]*(" + NUMBER + ")", re.IGNORECASE)

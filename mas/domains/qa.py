@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mas.types import Passage, Task
+from mas.types.tasks import Passage, Task
 
 # -- scoring ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import re
 from math_verify import parse, verify
 
 from mas.domains.maths import numeric_reward
-from mas.types import Task
+from mas.types.tasks import Task
 
 _MARKER = re.compile(r"(?:final answer|answer)\s*[:=]\s*(.+)", re.I)
 

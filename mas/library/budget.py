@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mas.models.tokens import tokenizer
-from mas.types import Delete, Version
+from mas.types.lessons import Delete, Version
 
 
 def tokens(text: str, spec: str = "words") -> int:

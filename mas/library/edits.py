@@ -1,6 +1,6 @@
 """Libraries as values: validating and applying a batch of edits.
 
-A library is one ``Version`` (see ``types.py``). Applying edits never mutates it: it returns
+A library is one ``Version`` (see ``mas.types.lessons``). Applying edits never mutates it: it returns
 the next version plus the edits that were refused, each with its reason. A batch is applied
 deletes first, then modifies, then adds, so a full library makes room before it grows, and
 ids are never reused.
@@ -15,7 +15,7 @@ import re
 
 from pydantic import TypeAdapter, ValidationError
 
-from mas.types import Add, Delete, Edit, Keep, Lesson, Modify, Provenance, Rejected, Version
+from mas.types.lessons import Add, Delete, Edit, Keep, Lesson, Modify, Provenance, Rejected, Version
 
 MAX_WORDS = 40
 """Words a lesson may have (prompts ask for at most 32)."""

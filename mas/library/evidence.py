@@ -59,7 +59,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from mas.library.logs import Mark, StepLog
-from mas.types import Effect, UsageEvent
+from mas.types.evidence import Effect
+from mas.types.usage import UsageEvent
 
 SD_FLOOR = 0.2
 """Smallest per-task standard deviation an interval assumes: with 0/1 rewards, a handful of

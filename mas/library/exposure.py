@@ -47,7 +47,8 @@ from typing import NamedTuple
 
 from mas.config import ExposurePolicy, PromotionPolicy, seed_of
 from mas.library.promotion import cannot_help, helps
-from mas.types import GLOBAL, Effect, Lesson, Version
+from mas.types.evidence import Effect
+from mas.types.lessons import GLOBAL, Lesson, Version
 
 
 class RoleExposure(NamedTuple):

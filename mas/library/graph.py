@@ -26,7 +26,9 @@ from collections.abc import Iterable
 
 import networkx as nx
 
-from mas.types import Effect, PromotionMove, UsageEvent, Version
+from mas.types.evidence import Effect, PromotionMove
+from mas.types.lessons import Version
+from mas.types.usage import UsageEvent
 
 
 def build(

@@ -23,17 +23,10 @@ from mas.library.promotion import Same
 from mas.library.similar import Judge
 from mas.library.store import LibraryStore
 from mas.meter import Meter
-from mas.types import (
-    GLOBAL,
-    Budget,
-    Effect,
-    PromotionMove,
-    Provenance,
-    QuarantineItem,
-    RefusedEdit,
-    UsageEvent,
-    Version,
-)
+from mas.types.evidence import Effect, PromotionMove
+from mas.types.lessons import GLOBAL, Budget, Provenance, Version
+from mas.types.refusals import QuarantineItem, RefusedEdit
+from mas.types.usage import UsageEvent
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from mas.library.edits import apply, normal_text, text_problem
 from mas.library.logs import SideFiles, StepKey
 from mas.library.screened import refusals
 from mas.library.store import CorruptLibrary, LibraryStore, read_versions
-from mas.types import Add, Provenance, QuarantineItem, Source, Version
+from mas.types.lessons import Add, Provenance, Source, Version
+from mas.types.refusals import QuarantineItem
 
 
 @dataclass

@@ -20,7 +20,7 @@ import numpy as np
 
 from mas.library.budget import tokens
 from mas.library.exposure import RoleExposure
-from mas.types import GLOBAL, Budget, Lesson, Version
+from mas.types.lessons import GLOBAL, Budget, Lesson, Version
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 

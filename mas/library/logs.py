@@ -39,7 +39,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mas.errors import UserError
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact, redact_data
-from mas.types import PendingStep, PromotionMove, QuarantineItem, RefusedEdit, UsageEvent
+from mas.types.evidence import PromotionMove
+from mas.types.refusals import QuarantineItem, RefusedEdit
+from mas.types.review import PendingStep
+from mas.types.usage import UsageEvent
 
 if TYPE_CHECKING:
     from mas.library.evidence import Ledger

@@ -29,22 +29,10 @@ from mas.library.store import LibraryStore
 from mas.paths import regular_file
 from mas.redact import redact_data, secret_in
 from mas.screen import screen, step_material
-from mas.types import (
-    GLOBAL,
-    REVIEW_SCHEMA,
-    AddOperation,
-    Advantage,
-    Change,
-    Decision,
-    Group,
-    Operation,
-    PendingEdit,
-    PendingStep,
-    Proposal,
-    Provenance,
-    Rejected,
-    Version,
-)
+from mas.types.lessons import GLOBAL, REVIEW_SCHEMA, Provenance, Rejected, Version
+from mas.types.replies import AddOperation, Advantage, Operation
+from mas.types.review import Change, Decision, PendingEdit, PendingStep, Proposal
+from mas.types.rollouts import Group
 
 _operation = TypeAdapter(Operation)
 

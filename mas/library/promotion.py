@@ -28,7 +28,8 @@ from mas.config import PromotionPolicy
 from mas.library.edits import apply, lesson_id
 from mas.library.evidence import Tally, effect_of, plausibly_helps
 from mas.library.similar import normal
-from mas.types import GLOBAL, Add, Delete, Edit, Effect, Lesson, PromotionMove, Provenance, Version
+from mas.types.evidence import Effect, PromotionMove
+from mas.types.lessons import GLOBAL, Add, Delete, Edit, Lesson, Provenance, Version
 
 Same = Callable[[Lesson, Lesson], bool]
 

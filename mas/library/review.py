@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass, field
 
 from mas.library.store import LibraryStore
-from mas.types import GLOBAL, Effect, Lesson, Version
+from mas.types.evidence import Effect
+from mas.types.lessons import GLOBAL, Lesson, Version
 
 NO_EVIDENCE = "none yet (not shown at random to any role)"
 

@@ -31,7 +31,8 @@ from mas.library.edits import text_problem
 from mas.meter import Meter
 from mas.paths import regular_file
 from mas.redact import redact_data
-from mas.types import Equivalence, Lesson
+from mas.types.lessons import Lesson
+from mas.types.replies import Equivalence
 
 _WORD = re.compile(r"[a-z0-9']+")
 STOPWORDS = frozenset(

@@ -30,7 +30,7 @@ from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
-from mas.types import GLOBAL, REVIEW_SCHEMA, Budget, Version
+from mas.types.lessons import GLOBAL, REVIEW_SCHEMA, Budget, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
     import filelock

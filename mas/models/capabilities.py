@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from mas.types import Frozen
+from mas.types.base import Frozen
 
 
 class Capabilities(Frozen):

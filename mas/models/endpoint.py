@@ -32,7 +32,7 @@ from mas.models.faults import BadBody, Transient, retry_after
 from mas.models.limiter import backoff, rate_limited
 from mas.models.wrappers import Delegating
 from mas.redact import redact, remember
-from mas.types import EndpointCounts
+from mas.types.reports import EndpointCounts
 
 CALL_TIMEOUT = 120.0
 """Default seconds one attempt of one model call may take (``TrainConfig.call_timeout``)."""

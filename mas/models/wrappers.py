@@ -86,7 +86,7 @@ class Queued:
 
 
 QUEUED: ContextVar[Queued | None] = ContextVar("mas_queued", default=None)
-"""The ``Queued`` clock of the rollout whose task is running, if any (set by ``mas.team``)."""
+"""The ``Queued`` clock of the rollout whose task is running, if any (set by ``mas.team.rollout``)."""
 
 
 class Counted(Delegating):

@@ -10,19 +10,13 @@ from dataclasses import dataclass, field
 from autogen_core.models import ChatCompletionClient
 
 from mas.config import TrainConfig
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.journal import Journal
 from mas.meter import Meter
-from mas.scenario import Scenario
-from mas.team import start_gate
-from mas.types import (
-    GLOBAL,
-    Effect,
-    Lesson,
-    Provenance,
-    Rejected,
-    Version,
-)
+from mas.team.rollout import start_gate
+from mas.team.scenario import Scenario
+from mas.types.evidence import Effect
+from mas.types.lessons import GLOBAL, Lesson, Provenance, Rejected, Version
 
 
 @dataclass
@@ -49,7 +43,7 @@ class Context:
     on_rollout: Callable[[int], None] = lambda n: None
     """Told of each rollout as it ends, or is read back from the journal (for progress)."""
     starting: asyncio.Semaphore = field(default_factory=start_gate)
-    """Rollouts building their team (``mas.team.run_rollout``), when they run in this process."""
+    """Rollouts building their team (``mas.team.rollout.run_rollout``), when they run in this process."""
     executor: Executor | None = None
     """Where the rollouts run (``mas.executor``); None: in this process, with ``client``."""
 

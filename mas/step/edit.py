@@ -14,20 +14,10 @@ from mas.redact import secret_in
 from mas.screen import screen, step_material
 from mas.step.context import Context
 from mas.step.learn import journaled
-from mas.types import (
-    GLOBAL,
-    AddOperation,
-    Advantage,
-    DeleteOperation,
-    Edit,
-    Group,
-    ModifyOperation,
-    Operation,
-    QuarantineItem,
-    Rejected,
-    Version,
-    edit_schema,
-)
+from mas.types.lessons import GLOBAL, Edit, Rejected, Version
+from mas.types.refusals import QuarantineItem
+from mas.types.replies import AddOperation, Advantage, DeleteOperation, ModifyOperation, Operation, edit_schema
+from mas.types.rollouts import Group
 
 _operation = TypeAdapter(Operation)
 

@@ -19,15 +19,9 @@ from mas.errors import EndpointError, ModelReplyError
 from mas.library.budget import tokens
 from mas.meter import Meter
 from mas.step.context import Context
-from mas.types import (
-    Advantage,
-    Group,
-    Rollout,
-    StageCount,
-    Summary,
-    advantage_schema,
-    summary_schema,
-)
+from mas.types.replies import Advantage, Summary, advantage_schema, summary_schema
+from mas.types.reports import StageCount
+from mas.types.rollouts import Group, Rollout
 
 _counts = TypeAdapter(dict[str, StageCount])
 

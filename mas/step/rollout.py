@@ -8,16 +8,13 @@ import asyncio
 from collections import Counter
 
 from mas.config import TrainConfig
-from mas.executor import Local, RolloutJob
+from mas.executors import Local, RolloutJob
 from mas.library import exposure
 from mas.library.inject import injected
-from mas.scenario import Scenario
 from mas.step.context import Context
-from mas.types import (
-    Group,
-    Rollout,
-    Task,
-)
+from mas.team.scenario import Scenario
+from mas.types.rollouts import Group, Rollout
+from mas.types.tasks import Task
 
 
 async def rollout(ctx: Context, task: Task) -> Group:

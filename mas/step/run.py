@@ -20,32 +20,25 @@ from autogen_core.models import ChatCompletionClient
 
 from mas.config import TrainConfig
 from mas.cost import Price, stage_costs
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.journal import Journal
 from mas.library import hierarchy, pending
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
 from mas.models.tokens import tokenizer
-from mas.scenario import Scenario
 from mas.step.context import Context
 from mas.step.edit import edit_all
 from mas.step.learn import advantage, summarize
 from mas.step.rollout import keep, reward, rollout
 from mas.step.usage import usage_events
-from mas.types import (
-    GLOBAL,
-    Advantage,
-    EndpointCounts,
-    Group,
-    Provenance,
-    RefusedEdit,
-    Rejected,
-    StepReport,
-    Summary,
-    Task,
-    Version,
-)
+from mas.team.scenario import Scenario
+from mas.types.lessons import GLOBAL, Provenance, Rejected, Version
+from mas.types.refusals import RefusedEdit
+from mas.types.replies import Advantage, Summary
+from mas.types.reports import EndpointCounts, StepReport
+from mas.types.rollouts import Group
+from mas.types.tasks import Task
 
 
 async def run_step(

@@ -6,11 +6,9 @@ from __future__ import annotations
 import statistics
 
 from mas.step.context import Context
-from mas.types import (
-    Group,
-    Summary,
-    UsageEvent,
-)
+from mas.types.replies import Summary
+from mas.types.rollouts import Group
+from mas.types.usage import UsageEvent
 
 
 def usage_events(ctx: Context, group: Group, summaries: list[Summary] | None) -> list[UsageEvent]:

@@ -17,18 +17,19 @@ from mas.ask import ask
 from mas.config import ABLATIONS, EvalConfig, TrainConfig, ablated
 from mas.cost import Price, stage_costs
 from mas.errors import EndpointError, ModelReplyError
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.journal import Journal
 from mas.library.edits import apply, parse_edits
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.wrappers import Replayed
-from mas.scenario import Scenario
 from mas.studies import job
 from mas.studies.evaluate import check_held_out, compare, library_config
 from mas.studies.stats import Estimate
+from mas.team.scenario import Scenario
 from mas.train import train
-from mas.types import DirectLessons, Provenance
+from mas.types.lessons import Provenance
+from mas.types.replies import DirectLessons
 
 VARIANTS = ABLATIONS
 """Each variant's changes to the training settings; None trains nothing, "direct" asks."""
@@ -74,7 +75,7 @@ async def ablate(
     ``learner``, when given, makes the learning calls (``train``'s); ``on_variant`` is told of
     each variant as it starts, ``on_rollout`` of the rollouts done (``planned_rollouts`` of
     them per variant). ``executor`` runs every rollout, training's and evaluation's
-    (``mas.executor``; None: in this process)."""
+    (``mas.executors``; None: in this process)."""
     settings = recorded(scenario, variants, train_config, eval_config, model_name=model_name)
     study = job.Study(
         scenario, client=client, journal=job.open_journal(run_dir, settings), price=price,

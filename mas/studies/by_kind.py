@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from mas.types import Rejected, StepReport
+from mas.types.lessons import Rejected
+from mas.types.reports import StepReport
 
 _ID = re.compile(r"\b[A-Za-z0-9_][A-Za-z0-9_.-]*/\d{4,9}\b")
 _DETAIL = re.compile(r" \(|: | '|\"")

@@ -17,15 +17,18 @@ from pydantic import BaseModel, ValidationError
 
 from mas.config import EvalConfig
 from mas.errors import UserError
-from mas.executor import Executor, Local, RolloutJob
+from mas.executors import Executor, Local, RolloutJob
 from mas.journal import Journal
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.limiter import Limited
 from mas.models.tokens import resolve
-from mas.scenario import Scenario
 from mas.studies.stats import Estimate, bootstrap, paired
-from mas.types import Rollout, StageCount, Task, Version
+from mas.team.scenario import Scenario
+from mas.types.lessons import Version
+from mas.types.reports import StageCount
+from mas.types.rollouts import Rollout
+from mas.types.tasks import Task
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -72,7 +75,7 @@ async def evaluate(
     executor: Executor | None = None,
 ) -> EvalResult:
     """Run k team rollouts on each held-out task; ``heads=None`` injects no library.
-    ``executor`` runs them (``mas.executor``; None: in this process, with ``client``).
+    ``executor`` runs them (``mas.executors``; None: in this process, with ``client``).
 
     With a ``journal`` (a study's), each rollout is recorded under ``key`` as it ends, and the
     result once it is complete: run again, the evaluation reads back what was done, repeating

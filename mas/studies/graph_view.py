@@ -15,7 +15,7 @@ import math
 import networkx as nx
 
 from mas.library.logs import StepKey
-from mas.types import PromotionMove
+from mas.types.evidence import PromotionMove
 
 ROW, TOP, LEFT, RIGHT, WIDTH = 26, 40, 150, 520, 1250
 

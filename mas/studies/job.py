@@ -19,11 +19,11 @@ from autogen_core.models import ChatCompletionClient
 from mas import runs
 from mas.config import EvalConfig
 from mas.cost import Price, stage_costs
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.journal import Journal
-from mas.scenario import Scenario
 from mas.studies.evaluate import EvalResult, TaskScore, evaluate
-from mas.types import Version
+from mas.team.scenario import Scenario
+from mas.types.lessons import Version
 
 NAMES = {**runs.NAMES, "libraries": "libraries", "variants": "variants", "training": "training settings"}
 """What a resumed study must keep besides its settings, as messages name it."""
@@ -77,7 +77,7 @@ class Study:
     ):
         self.scenario, self.client, self.journal = scenario, client, journal
         self.executor = executor
-        """Where the rollouts run (``mas.executor``); None: in this process, with ``client``."""
+        """Where the rollouts run (``mas.executors``); None: in this process, with ``client``."""
         self.price, self.budget_usd, self.on_task = price, budget_usd, on_task
         self.spent = 0.0
         """Dollars spent so far, by the evaluations and anything else the study adds."""

@@ -29,7 +29,10 @@ from mas.redact import redact
 from mas.runs import KINDS, kind_of
 from mas.studies import study_report
 from mas.studies.study_report import Study
-from mas.types import GLOBAL, PromotionMove, Rollout, StepReport, Version
+from mas.types.evidence import PromotionMove
+from mas.types.lessons import GLOBAL, Version
+from mas.types.reports import StepReport
+from mas.types.rollouts import Rollout
 
 HEADING = "# Training report"
 PLOTS = {

@@ -19,7 +19,7 @@ from mas.errors import UserError
 from mas.journal import records
 from mas.studies.by_kind import failed_line, refused_line
 from mas.studies.evaluate import EvalResult
-from mas.types import StepReport
+from mas.types.reports import StepReport
 
 
 @dataclass

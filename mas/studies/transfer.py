@@ -24,13 +24,14 @@ from pydantic import BaseModel
 
 from mas.config import EvalConfig
 from mas.cost import Price
-from mas.executor import Executor
+from mas.executors import Executor
 from mas.library import evidence
-from mas.scenario import Scenario
 from mas.studies import job
 from mas.studies.evaluate import EvalResult
 from mas.studies.stats import paired
-from mas.types import UsageEvent, Version
+from mas.team.scenario import Scenario
+from mas.types.lessons import Version
+from mas.types.usage import UsageEvent
 
 if TYPE_CHECKING:
     from mas.library.logs import StepLog
@@ -95,7 +96,7 @@ async def transfer(
     it starts, ``on_task`` of each task it scores. With a ``run_dir`` the study is a journaled
     job (``mas.studies.job``) recording ``library`` (the file of ``heads``) and ``model_name``;
     ``config.budget_usd`` stops it, with the cells done so far, once it is spent. ``executor``
-    runs the rollouts (``mas.executor``; None: in this process)."""
+    runs the rollouts (``mas.executors``; None: in this process)."""
     journal = None
     if run_dir is not None:
         settings = recorded(scenario, heads, config, model_name=model_name, library=library)

@@ -14,7 +14,7 @@ from mas.tools import isolation
 from mas.tools.calculator import calculate
 from mas.tools.sandbox import run_python
 from mas.tools.search import CachedTool, open_tool, search_tool
-from mas.types import Task
+from mas.types.tasks import Task
 
 
 def calculator(expression: str) -> str:

@@ -30,7 +30,7 @@ import tempfile
 from pydantic import Field
 
 from mas.tools import cgroups, isolation
-from mas.types import Frozen
+from mas.types.base import Frozen
 
 
 class Limits(Frozen):

@@ -20,7 +20,7 @@ import bm25s
 from autogen_core import CancellationToken
 from autogen_core.tools import FunctionTool, ToolSchema
 
-from mas.types import Passage, Task
+from mas.types.tasks import Passage, Task
 
 TOP = 3
 SNIPPET = 160

@@ -79,7 +79,7 @@ class Figures:
 def score(items: list[dict]) -> Figures:
     """The screen without the model's verdict (the rule layers and the learned layer) on
     labelled items. The learned layer was trained on the tuning files: its figures there are
-    in-sample (``python -m mas.screen_model --check`` prints its cross-validated ones)."""
+    in-sample (``python -m mas.screen.train --check`` prints its cross-validated ones)."""
     figures = Figures()
     for item in items:
         reasons = list(refusals(item["text"], answers=item.get("answers", []), sources=item.get("sources", [])))

@@ -1,5 +1,7 @@
 """The team: built fresh for every rollout from role data, run, and split into role traces.
 
+Stage: rollout (and the prompt each role is shown in it).
+
 Nothing is shared between rollouts but the model client: agents, termination and the group
 chat keep state, and a team that errored or was cancelled stays broken, so each rollout gets
 its own and throws it away.
@@ -26,9 +28,11 @@ from mas.library.exposure import RoleExposure
 from mas.library.inject import role_block
 from mas.meter import Meter
 from mas.models.wrappers import QUEUED, Queued, Seeded
-from mas.scenario import Role, Scenario
+from mas.team.scenario import Role, Scenario
 from mas.tools import TOOLS
-from mas.types import Budget, RoleTrace, Rollout, Task, ToolCall, Turn, Version
+from mas.types.lessons import Budget, Version
+from mas.types.rollouts import RoleTrace, Rollout, ToolCall, Turn
+from mas.types.tasks import Task
 
 
 class Prompt(NamedTuple):

@@ -1,7 +1,9 @@
-"""Training the learned layer of the lesson screen (``mas.screen_model``) on the tuning sets.
+"""Training the learned layer of the lesson screen (``mas.screen.model``) on the tuning sets.
 
-    python -m mas.screen_model --train    # rewrites mas/screen_model.npz, prints the figures
-    python -m mas.screen_model --check    # retrains and compares with the shipped weights
+Stage: screen, offline (never run in a training step; it depends on ``model``, not the reverse).
+
+    python -m mas.screen.train --train    # rewrites mas/screen/model.npz, prints the figures
+    python -m mas.screen.train --check    # retrains and compares with the shipped weights
 
 Run from a checkout: the labelled sets live in ``tests/screening``. Only the tuning files are
 read (dev, test, probes); the hold-out never is. The model is an L2 logistic regression, the
@@ -25,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mas.screen_model import WEIGHTS, Model, features, text_of
+from mas.screen.model import WEIGHTS, Model, features, text_of
 
-SETS = Path(__file__).resolve().parents[1] / "tests" / "screening"
+SETS = Path(__file__).resolve().parents[2] / "tests" / "screening"
 TUNING = ("dev.jsonl", "test.jsonl", "probes.jsonl")
 PENALTY = 0.001
 """The L2 penalty (``PENALTY/2 |w|^2`` against a loss summed over items): small, since the
@@ -185,8 +187,8 @@ def save(model: Model, figures: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mas.screen_model", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", action="store_true", help=f"retrain and rewrite mas/{WEIGHTS}")
+    parser = argparse.ArgumentParser(prog="python -m mas.screen.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", action="store_true", help=f"retrain and rewrite mas/screen/{WEIGHTS}")
     parser.add_argument("--check", action="store_true", help="retrain and compare with the shipped weights")
     args = parser.parse_args(argv)
     if not (args.train or args.check):
@@ -210,3 +212,7 @@ def same(model: Model, path: Path) -> bool:
             and abs(float(data["threshold"]) - model.threshold) < 1e-4
             and abs(float(data["bias"]) - model.bias) < 1e-4
         )
+
+
+if __name__ == "__main__":
+    main()

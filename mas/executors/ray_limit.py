@@ -1,5 +1,7 @@
 """One in-flight limit for the endpoint, shared by the driver and every Ray worker.
 
+Stage: rollout (and the learning calls: every model call takes a slot).
+
 The driver keeps the run's one limit, adaptive (``mas.models.limiter.AdaptiveLimit``) or the
 fixed ``--concurrency`` (``Fixed``), uses it for its own learning calls, and serves it to the
 workers on a TCP port of its own (``LimitServer``, one line a message). A worker reaches it

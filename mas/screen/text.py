@@ -1,5 +1,7 @@
 """The normalising layer of the lesson screen: the text as its rules read it.
 
+Stage: screen (layer 1, and the readings every later rule layer sees).
+
 Hostile text hides its words from rules: full-width letters, zero-width characters inside
 words, Cyrillic or Greek look-alikes, invisible tag characters, a right-to-left override,
 spaced or split letters, leetspeak, reversed or ROT13 text, base64, hex, percent-encoding

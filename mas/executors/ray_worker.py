@@ -1,14 +1,16 @@
-"""A Ray worker: an actor that runs whole rollouts (``mas.ray_executor`` starts them).
+"""A Ray worker: an actor that runs whole rollouts (``mas.executors.ray_driver`` starts them).
+
+Stage: rollout (where it runs: a Ray actor).
 
 Each worker is a process of its own, with its own event loop, model client and start gate;
 its calls take a slot of the endpoint's one in-flight limit, which the driver keeps
-(``mas.ray_limit``). It gets the scenario once, when it starts, and a ``RolloutJob`` per
+(``mas.executors.ray_limit``). It gets the scenario once, when it starts, and a ``RolloutJob`` per
 rollout, with everything that decides what the rollout computes already drawn by the
 driver; it returns the ``Rollout`` and the replies of the calls it made, which the driver
 journals. It writes nothing: no journal, no library.
 The ``python`` tool's sandbox runs here, on the worker that called it.
 
-This module imports no Ray: ``RolloutWorker`` is a plain class that ``mas.ray_executor``
+This module imports no Ray: ``RolloutWorker`` is a plain class that ``mas.executors.ray_driver``
 makes an actor, so it can be tested, and read, on its own.
 """
 
@@ -25,13 +27,15 @@ from typing import Any
 
 from autogen_core.models import ChatCompletionClient
 
-from mas.executor import Local, RolloutJob
+from mas.executors import Local, RolloutJob
+from mas.executors.ray_limit import Shared
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
 from mas.models.limiter import Limited
-from mas.ray_limit import Shared
-from mas.scenario import Scenario
-from mas.types import EndpointCounts, Rollout, Version
+from mas.team.scenario import Scenario
+from mas.types.lessons import Version
+from mas.types.reports import EndpointCounts
+from mas.types.rollouts import Rollout
 
 Opener = Callable[[], AbstractAsyncContextManager[ChatCompletionClient]]
 """How a worker opens its model client: a picklable function (``functools.partial`` of
@@ -55,7 +59,7 @@ class Recorder:
 
 class RolloutWorker:
     """Runs rollouts of ``scenario`` with the client ``opener`` opens, under the endpoint's one
-    in-flight limit, which the driver serves at ``limit`` (``mas.ray_limit``); ``holder`` is
+    in-flight limit, which the driver serves at ``limit`` (``mas.executors.ray_limit``); ``holder`` is
     this worker's name there."""
 
     def __init__(self, scenario: Scenario, opener: Opener, limit: tuple[str, int, str], holder: str):

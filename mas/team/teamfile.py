@@ -1,6 +1,8 @@
 """Train an autogen team as it was saved: what ``team.dump_component()`` (or AutoGen Studio)
 writes, as JSON or YAML.
 
+Stage: rollout (a team file is a scenario's team).
+
 The team's ``AssistantAgent``s are the roles: their names, descriptions, system messages and
 tools. For every rollout the team is loaded again from the file, with each agent's system
 message replaced by the one mas composes (its own, then its lessons) and every model client
@@ -46,8 +48,9 @@ from mas.datasets import Fields, load_jsonl
 from mas.errors import UserError
 from mas.models.config_file import component, provider_class, read_document
 from mas.providers import check, trusted
-from mas.scenario import EXTRACTORS, REWARDS, Role, Scenario, guess_reward
-from mas.types import GLOBAL, Task
+from mas.team.scenario import EXTRACTORS, REWARDS, Role, Scenario, guess_reward
+from mas.types.lessons import GLOBAL
+from mas.types.tasks import Task
 
 Reward = Callable[[Task, str | None], float]
 

@@ -1,14 +1,16 @@
 """Rollouts on Ray (``--executor ray``): whole rollouts run on Ray actors, everything else here.
 
+Stage: rollout (where it runs: the driver's side of Ray).
+
 ``RayExecutor`` joins a Ray cluster (``address``; none: it starts a local Ray instance bound
-to 127.0.0.1) and starts ``workers`` actors (``mas.ray_worker.RolloutWorker``), each with its
+to 127.0.0.1) and starts ``workers`` actors (``mas.executors.ray_worker.RolloutWorker``), each with its
 own event loop, team factory and model client. The driver keeps what a run is: it draws the
 exposures and seeds (the ``RolloutJob``), journals each rollout and each call it made, and runs
 every learning stage and library write, under the run's lock. A rollout is the same wherever
 it ran, so a run's journal, libraries and evidence are those of a local run with the same seed.
 
 **The in-flight limit holds for the endpoint as a whole**: one limit, adaptive or the fixed
-``--concurrency``, kept here and served to the workers (``mas.ray_limit``): every call, this
+``--concurrency``, kept here and served to the workers (``mas.executors.ray_limit``): every call, this
 process's learning calls and every worker's, takes a slot of it, as in one process.
 
 **Faults.** Each worker holds at most ``window`` rollouts at once. A worker that dies (its
@@ -33,15 +35,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mas.errors import UserError
-from mas.executor import RolloutJob
+from mas.executors import RolloutJob
+from mas.executors.ray_limit import Fixed, LimitServer
+from mas.executors.ray_worker import Opener, RolloutWorker
 from mas.journal import Journal
 from mas.meter import Meter
 from mas.models.limiter import MOST, AdaptiveLimit
-from mas.ray_limit import Fixed, LimitServer
-from mas.ray_worker import Opener, RolloutWorker
-from mas.scenario import Scenario
+from mas.team.scenario import Scenario
 from mas.tools import isolation
-from mas.types import EndpointCounts, Rollout, Version
+from mas.types.lessons import Version
+from mas.types.reports import EndpointCounts
+from mas.types.rollouts import Rollout
 
 EXTRA = "pip install -e '.[ray]'"
 ATTEMPTS = 3
@@ -70,7 +74,7 @@ def import_ray(*, local: bool) -> Any:
 class _Worker:
     actor: Any
     holder: str
-    """Its name at the limit (``mas.ray_limit.LimitServer``)."""
+    """Its name at the limit (``mas.executors.ray_limit.LimitServer``)."""
     outstanding: int = 0
     alive: bool = True
     counts: EndpointCounts | None = None

@@ -1,9 +1,11 @@
 """The instruction rules of the lesson screen, and what reads them.
 
-The rules are data (``screen_rules.txt``): sections of regexes, one per line, over shared word
+Stage: screen (layer 3, instruction).
+
+The rules are data (``rules.txt``): sections of regexes, one per line, over shared word
 groups, each section named for what it finds ("role hijack", "revealing the prompt or
 instructions", ...). This module compiles them, and holds the pieces the fixed-output check
-and the negation guard of ``mas.screen`` use.
+and the negation guard of ``mas.screen.layers`` use.
 
 >>> [what for what, _ in COMPILED][:2]
 ['override of earlier instructions', 'a fixed output or claim whatever the task']
@@ -20,7 +22,7 @@ _GROUP = re.compile(r"^([a-z_]+) = (.*)$")
 _NAME = re.compile(r"\{([a-z_]+)\}")
 
 
-def load(text: str, *, source: str = "screen_rules.txt") -> list[tuple[str, re.Pattern]]:
+def load(text: str, *, source: str = "mas/screen/rules.txt") -> list[tuple[str, re.Pattern]]:
     """The sections of a rules text, each compiled into one case-insensitive pattern.
     A mistake (an unknown word group, a bad regex) is raised naming the line."""
     groups, sections, lines = {"_": _}, [], _logical_lines(text)
@@ -57,7 +59,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-COMPILED = load(resources.files("mas").joinpath("screen_rules.txt").read_text(encoding="utf-8"))
+COMPILED = load(resources.files("mas.screen").joinpath("rules.txt").read_text(encoding="utf-8"))
 
 NEGATION = re.compile(
     r"\b(?:never|not|(?<![/-])no(?![/-])|don't|dont|doesn't|avoid|nor|refuse to|nie|nicht|kein\w*|nunca|jamais|non|mai|não|не"

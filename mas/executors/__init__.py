@@ -1,10 +1,14 @@
 """Where rollouts run: the executor seam.
 
+Stage: rollout (where it runs).
+
 Every team rollout of a training step, and of ``mas eval``, ``ablate`` and ``transfer``, is
 one ``RolloutJob`` handed to an executor, which runs it and returns its ``Rollout``:
 
 - ``Local`` runs it in this process, on this event loop (the default; what mas always did);
-- ``mas.ray_executor.RayExecutor`` sends it to a Ray actor (``--executor ray``).
+- ``ray_driver.RayExecutor`` sends it to a Ray actor (``--executor ray``): ``ray_worker`` is
+  the actor, ``ray_limit`` the one in-flight limit the driver serves to the workers. (Not
+  ``ray.py``: a module of that name here would read as the Ray library.)
 
 Everything that decides what a rollout computes is in the job, made by the driver: the task,
 the libraries, the exposure draws, the sampling settings and seed. An executor only runs
@@ -22,14 +26,17 @@ from autogen_core.models import ChatCompletionClient
 
 from mas.meter import Meter
 from mas.models.wrappers import Replayed
-from mas.team import run_rollout, start_gate
-from mas.types import Budget, EndpointCounts, Rollout, Task, Version
+from mas.team.rollout import run_rollout, start_gate
+from mas.types.lessons import Budget, Version
+from mas.types.reports import EndpointCounts
+from mas.types.rollouts import Rollout
+from mas.types.tasks import Task
 
 if TYPE_CHECKING:
     from mas.journal import Journal
     from mas.library.exposure import RoleExposure
     from mas.models.limiter import AdaptiveLimit
-    from mas.scenario import Scenario
+    from mas.team.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ class Executor(Protocol):
 class Local:
     """Rollouts in this process: the default executor. ``client`` is the team's, already
     behind the run's in-flight limit; every rollout of one ``Local`` shares its start gate
-    (``mas.team.run_rollout``'s ``starting``)."""
+    (``mas.team.rollout.run_rollout``'s ``starting``)."""
 
     def __init__(self, scenario: Scenario, client: ChatCompletionClient, *, starting: asyncio.Semaphore | None = None):
         self.scenario, self.client = scenario, client

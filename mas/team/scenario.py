@@ -1,5 +1,7 @@
 """Scenarios and roles, loaded from data files.
 
+Stage: rollout and reward (a scenario's roles, tasks and reward).
+
 A scenario is a folder with a ``scenario.toml`` (its roles, task file and reward) or, for a
 quick start, any JSONL file of ``id``/``question``/``answer`` records, which gets the team and
 reward of the shipped scenario it looks like. Roles are TOML files; a scenario may override one
@@ -30,7 +32,10 @@ from mas.domains.symbolic import extract_latex, symbolic_reward
 from mas.errors import UserError
 from mas.library.edits import strip_lesson_ids
 from mas.tools import TOOLS, isolation
-from mas.types import GLOBAL, Frozen, Rollout, Task
+from mas.types.base import Frozen
+from mas.types.lessons import GLOBAL
+from mas.types.rollouts import Rollout
+from mas.types.tasks import Task
 
 REWARDS: dict[str, Callable[[Task, str | None], float]] = {
     "numeric": lambda task, got: numeric_reward(task.answer or "", got),

@@ -1,0 +1,156 @@
+"""Lessons and libraries: a lesson, the edits of a library (one union on ``op``), a version of a
+library with its provenance, and the token budget of the libraries and of a prompt.
+
+Stage: edit and apply (a version is what applying a step's edits makes).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_serializer, model_validator
+
+from mas.types.base import SCHEMA_VERSION, Frozen, Settings
+
+REVIEW_SCHEMA = 2
+"""The schema of a library version a review decision made (``mas library review``): its
+provenance says who decided and why, fields a mas from before the review gate cannot read."""
+GLOBAL = "global"
+"""The name of the shared library that every role's prompt carries."""
+
+
+class Lesson(Frozen):
+    id: str
+    """Stable id, ``<library>/<4 digits>``, never reused within a library."""
+    text: str
+
+
+class Budget(Settings):
+    """Token caps of the libraries and of the lessons injected into one prompt (the same
+    injection in training and at inference; a library records the one it was trained with)."""
+
+    global_tokens: int = Field(300, ge=1)
+    """The global library at most; it is injected whole into every role's prompt."""
+    private_tokens: int = Field(600, ge=1)
+    """Each role's private library at most; past it the weakest lessons are retired."""
+    inject_tokens: int = Field(300, ge=1)
+    """Private lessons injected into one prompt at most."""
+    inject: Literal["relevant", "all"] = "relevant"
+    """``relevant``: BM25 ranking against the task; ``all``: id order."""
+    inject_global: bool = True
+    """False leaves the global library out of every prompt (the private-only ablation)."""
+    tokenizer: str = "model"
+    """What counts these tokens: ``model`` (the tokenizer of the model in use, fixed when a run
+    starts), ``tiktoken:ENCODING``, ``embedded``, ``gguf:PATH``, or ``words`` (words and
+    punctuation marks; see ``mas.models.tokens``)."""
+
+    def cap(self, library: str) -> int:
+        return self.global_tokens if library == GLOBAL else self.private_tokens
+
+
+class Source(Frozen):
+    """Where lessons from outside came from: another team's library file, as it was read."""
+
+    file: str
+    """The file, resolved."""
+    sha256: str
+    """The digest of the file's bytes as they were read."""
+    at: str
+    """When it was read (ISO 8601, with the time zone)."""
+    library: str
+    """The library of that file the lessons were in."""
+    version: int = 0
+    """That library's version."""
+
+
+class Provenance(Frozen):
+    run: str
+    epoch: int
+    step: int
+    task_ids: list[str] = []
+    model: str = ""
+    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review"] = "edit"
+    """What made the version: the step's edit batch, a promotion pass, a budget retirement,
+    lessons written directly without the loop (the ablation), the emptying of a library by a
+    run started with ``fresh``, the removal of lessons that fail the screen on load, an import
+    of another team's lessons (``source``), or a review decision on an edit held for review."""
+    budget: Budget | None = None
+    """The prompt composition the library was trained with; evaluation uses the same."""
+    held_out: str = ""
+    """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
+    source: Source | None = Field(None, exclude_if=lambda source: source is None)
+    """Where imported lessons came from (stage ``import``); left out of the file otherwise."""
+    pending: int | None = None
+    """The held edit a review decided (``stage="review"``)."""
+    by: str = ""
+    """Who decided it."""
+    why: str = ""
+    """Why, in the reviewer's words."""
+
+    @model_serializer(mode="wrap")
+    def _review_fields_only_in_reviews(self, handler):
+        """A version no review made is written as before the review gate, so that a mas from
+        before it reads the file (a review's version has its own schema: ``REVIEW_SCHEMA``)."""
+        data = handler(self)
+        if self.stage != "review" and isinstance(data, dict):
+            for name in ("pending", "by", "why"):
+                data.pop(name, None)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words_before_tokenizers(cls, data: object) -> object:
+        """Libraries trained before budgets named their tokenizer counted words."""
+        budget = data.get("budget") if isinstance(data, dict) else None
+        if isinstance(budget, dict) and "tokenizer" not in budget:
+            return {**data, "budget": {**budget, "tokenizer": "words"}}
+        return data
+
+
+class Add(Frozen):
+    op: Literal["add"]
+    text: str = Field(min_length=8, max_length=400)
+
+
+class Modify(Frozen):
+    op: Literal["modify"]
+    id: str
+    text: str = Field(min_length=8, max_length=400)
+
+
+class Delete(Frozen):
+    op: Literal["delete"]
+    id: str
+
+
+class Keep(Frozen):
+    op: Literal["keep"]
+
+
+Edit = Annotated[Add | Modify | Delete | Keep, Field(discriminator="op")]
+
+
+class Rejected(Frozen):
+    """An edit the model proposed that could not be applied, with why."""
+
+    edit: dict | str
+    reason: str
+
+
+class Version(Frozen):
+    """One state of one library: its lessons, and the edits that produced it."""
+
+    schema_version: int = SCHEMA_VERSION
+    library: str
+    number: int
+    lessons: list[Lesson]
+    next_id: int
+    """The number the next added lesson gets; ids are never reused."""
+    edits: list[Edit] = []
+    rejected: list[Rejected] = []
+    provenance: Provenance | None = None
+
+    @classmethod
+    def empty(cls, library: str) -> Version:
+        """Version 0 of a library: where every library starts, never stored."""
+        return cls(library=library, number=0, lessons=[], next_id=1)
