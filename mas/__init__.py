@@ -1,5 +1,7 @@
 """mas: Training-Free GRPO for multi-agent teams with per-role lesson libraries.
 
+Stage: none: the Python API (training runs every stage; evaluation and inference, after training).
+
     import asyncio
     from pathlib import Path
 

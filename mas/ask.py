@@ -1,5 +1,7 @@
 """One structured model call: render the prompt, ask for JSON, validate it, count it.
 
+Stage: summarize, advantage and edit (every learning call; also the evidence's pair judge).
+
 A reply that is not valid JSON for the schema, or that was cut at the token limit, raises
 ``ModelReplyError`` with the raw reply; the calling stage catches it and skips just its group
 or edit batch. A cut reply is never repaired: its last string is half a sentence, and half a

@@ -1,5 +1,8 @@
 """Training and evaluation settings: the one place for their defaults and bounds (the CLI
-derives its options from these fields). Every field acts; ``tests/test_knobs.py`` shows each does."""
+derives its options from these fields). Every field acts; ``tests/test_knobs.py`` shows each does.
+
+Stage: none (shared by every stage): each stage's settings.
+"""
 
 from __future__ import annotations
 

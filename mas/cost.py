@@ -1,4 +1,7 @@
-"""Dollars: a price table by model spec, and what a run's tokens cost per stage and per role."""
+"""Dollars: a price table by model spec, and what a run's tokens cost per stage and per role.
+
+Stage: none (shared by every stage): what each stage's model calls cost, and the dollar budget.
+"""
 
 from __future__ import annotations
 

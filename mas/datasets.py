@@ -2,6 +2,8 @@
 else the line number is the id). Other field names are mapped with ``Fields``
 (``Fields(question="problem", answer="solution")`` for Hugging Face style files).
 
+Stage: rollout (its input: the task files of training and of evaluation).
+
 Files come from people, so every problem becomes a ``UserError`` naming the file, the line
 and the field, and the file is streamed so a large one costs no more memory than its tasks.
 """

@@ -1,5 +1,7 @@
 """Errors sorted by who is to blame.
 
+Stage: none (shared by every stage).
+
 ``UserError``: bad input from the person running mas (a file, a line, a field, an option).
 The CLI prints its one-line message and exits with code 2, having written nothing.
 

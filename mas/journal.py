@@ -1,5 +1,7 @@
 """The run journal: every stage's output, appended as it finishes, so a run can resume.
 
+Stage: none (shared by every stage, and by the studies).
+
 One JSON line per finished unit of work (a rollout, a summary, an advantage, an edit batch,
 a step report), keyed by what produced it. Each line is flushed and fsynced before the next
 stage may depend on it. A crash can only cut the last line short; loading drops such a line,

@@ -1,4 +1,7 @@
-"""Counting model calls, tokens and failures per stage (rollout, summary, advantage, edit)."""
+"""Counting model calls, tokens and failures per stage (rollout, summary, advantage, edit).
+
+Stage: every stage counts its model calls into it.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Where mas reads its inputs and writes its outputs.
 
+Stage: none (shared by every stage and command).
+
 Inputs: roles and scenarios are looked up in the user's own ``roles/`` and ``scenarios/``
 folders first (in the home folder, below), then among the ones shipped inside the package
 (``mas.roles`` and ``mas.scenarios``, which the repository keeps at its top level).

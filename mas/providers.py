@@ -1,5 +1,7 @@
 """Which code a config file may name: every provider is checked before anything is imported.
 
+Stage: none: the command line (a team file or model config, checked as it is read).
+
 An autogen component file (a team file, a model config) names classes by their import path, its
 ``provider``s, and loading it imports each one's module: a shared file naming any importable
 module would run it (``{"provider": "this.Nope"}`` printed the Zen of Python before failing).

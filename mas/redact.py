@@ -1,5 +1,7 @@
 """Secrets out of everything mas writes, and out of lessons.
 
+Stage: none (shared by every stage): every write; and screen (``secret_in``).
+
 ``redact`` is the one function every write point passes its text through (``redact_data``
 for a JSON value): the run journal, the step logs beside a library, library commits, reports,
 graph exports, error messages. It cuts out

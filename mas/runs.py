@@ -1,6 +1,8 @@
 """Run folders, for training and the studies alike: ``run.json`` holds a run's kind and
 settings, ``journal.jsonl`` (``mas.journal``) every finished unit of its work.
 
+Stage: none (shared by training and the studies): the folder a run resumes from.
+
 Starting a command again on the same folder resumes it, so the folder must hold that very run:
 its kind, its settings, and digests of what it works on (tasks, role prompts, libraries, a team
 file). Anything else is refused before a byte is written, with one line naming ``run.json``:

@@ -1,5 +1,7 @@
 """Prompt templates: package-data files rendered strictly.
 
+Stage: summarize, advantage and edit (their prompts; also the evidence's pair judge).
+
 Each learning stage has a system and a user half (``prompts/<stage>.<half>.md``). A missing
 placeholder value, or a value that no placeholder uses, is an error, so a template and the
 code that fills it can never drift apart silently.

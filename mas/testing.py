@@ -1,5 +1,7 @@
 """Helpers for testing code that uses mas, with no model and no network.
 
+Stage: none: tests (a scripted model for every stage).
+
 ``ScriptedClient`` answers from a script of rules and fails loudly both on a call that no rule
 expects and, at ``verify()``, on a rule whose calls were never made::
 

@@ -1,5 +1,7 @@
 """What the learning prompts show, as text: the team, the libraries, a role's trace, a group's
 attempts. Each function renders typed data; the templates in ``prompts/`` place the results.
+
+Stage: summarize, advantage and edit (what their prompts show).
 """
 
 from __future__ import annotations

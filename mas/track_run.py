@@ -6,6 +6,8 @@ metrics at the step's number, and at the end the run's files as artifacts:
     library/maths.md               its Markdown export (``mas library export``)
     graph/maths.graphml, .html     the usage graph (``mas graph export``)
     report/report.md, *.png        the report and its plots (``mas report``)
+
+Stage: none: tracking (each step's report as the step ends, the run's files at its end).
 """
 
 from __future__ import annotations

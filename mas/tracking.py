@@ -1,6 +1,8 @@
 """Experiment tracking: a training run, an evaluation, an ablation or a transfer study logged as
 an MLflow run (``--track mlflow``).
 
+Stage: none: tracking (training runs and studies, as MLflow runs).
+
 MLflow is an optional extra (``pip install 'mas[mlflow]'``), imported here only, and only when
 a command asks for tracking. Runs go to ``MAS_TRACKING_URI``, else ``MLFLOW_TRACKING_URI``, else
 ``mlruns/`` in the mas home folder: a local file store, which needs no server. The store is

@@ -1,5 +1,7 @@
 """The training loop: epochs of steps (``mas.step``), budgets, checkpoints and resume.
 
+Stage: none: the loop around the steps (each stage runs in ``mas.step``).
+
 This module orders the steps and records their reports; it has no learning logic of its
 own. A run lives in a run directory (``run.json`` with its settings,
 ``journal.jsonl`` with every stage's output); starting it again resumes where it stopped.

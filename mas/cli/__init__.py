@@ -1,1 +1,4 @@
-"""The ``mas`` command."""
+"""The ``mas`` command.
+
+Stage: none: the command line.
+"""

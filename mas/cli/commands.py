@@ -2,6 +2,8 @@
 runs (the studies are in ``mas.cli.studies``). ``mas.cli.main`` imports this module only when
 one of them runs.
 
+Stage: none: the command line (``mas train`` runs every stage through ``mas.train``).
+
 Only what declaring the commands needs is imported here; each command imports what it runs
 (autogen, sympy, networkx and matplotlib among them).
 """

@@ -7,6 +7,8 @@ same defaults, to every command that calls a model (``train``, ``eval``, ``ablat
     def eval_command(scenario: ScenarioArg = None, ..., run: RunFlags = None) -> None:
         async with run.open(clients) as (client, learner): ...
 
+Stage: none: the command line.
+
 The command gets them as one ``RunFlags`` in its parameter ``run``. A flag added to ``FLAGS``
 (and to ``RunFlags``) joins every such command at once; ``tests/test_run_flags.py`` checks that
 each command that calls a model has all of them, and that no command reaches a model another

@@ -1,6 +1,8 @@
 """Ctrl-C and SIGTERM stop a command cleanly: the commands run their work through ``run``,
 and ``mas.cli.main`` turns the ``Interrupted`` it raises into one line saying how to resume.
 
+Stage: none: the command line.
+
 A module of its own so that ``mas.cli.main`` catches the very class the commands raise
 without importing the commands (``python -m mas.cli.main`` would otherwise hold two copies).
 """

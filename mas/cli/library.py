@@ -1,6 +1,9 @@
 """``mas library`` and ``mas graph``: the commands that read and change library files without
 running the team (``mas promote`` too, in ``mas.cli.promote``: its options are the settings
-models', which ``mas library show`` never needs)."""
+models', which ``mas library show`` never needs).
+
+Stage: none: the command line (library files, outside training).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The ``mas`` command: a thin layer over the Python API.
 
+Stage: none: the command line.
+
 Bad input (a file, a line, a field, an option) ends with a one-line message on stderr and exit
 code 2, before anything is written. Ctrl-C and SIGTERM stop a command cleanly: one line saying
 how to resume, exit code 130 or 143, no traceback. Every message is redacted and made safe

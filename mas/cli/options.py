@@ -1,6 +1,8 @@
 """Command-line options derived from the settings models, so defaults, bounds, choices and help
 are declared once (in ``mas.config`` and the models it holds) and the CLI cannot drift from them.
 
+Stage: none: the command line.
+
     epochs: int = option(TrainConfig, "epochs")
 
 gives ``--epochs`` with the field's default shown in help (``[default: 1; x>=1]``), its bounds

@@ -1,5 +1,7 @@
 """Progress bars on stderr while a command runs.
 
+Stage: none: the command line.
+
 Shown on a terminal only: never when stderr is a file or a pipe, under CI (``CI`` set), or
 with ``--json``. Messages printed through ``Bars.say`` appear above the bars, or as plain
 lines when there are none. An error removes the bars, so that its line is all there is.

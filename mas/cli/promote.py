@@ -1,6 +1,9 @@
 """``mas promote``: a promotion pass over a library file, outside training. Its options come
 from ``PromotionPolicy`` and the run flags (``mas.cli.flags``: it may judge with a model), so
-this module (not ``mas.cli.library``) imports the settings models."""
+this module (not ``mas.cli.library``) imports the settings models.
+
+Stage: none: the command line (the evidence's promotion pass, outside training).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """``mas library review``: the edits ``mas train --review`` held, and the reviewers' decisions.
 
+Stage: none: the command line (apply, for the edits a step held for review).
+
 Each held edit is shown with the group behind it (the task, the rewards, the reason the
 semantic advantage gave, its comparison of winners and losers) and the randomized evidence on
 the lesson it changes. On a terminal the command asks for a decision on each: accept, reject,

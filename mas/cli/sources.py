@@ -2,6 +2,8 @@
 ``transfer``: a scenario, a bare task file or an autogen team file; a ``--model`` spec or
 autogen model config files (``--model-config``, ``--learner-config``).
 
+Stage: none: the command line.
+
 Everything here is read and checked before a command writes anything: a bad file is a
 ``UserError`` naming it (and its field), so the command ends with one line and exit code 2.
 """

@@ -2,6 +2,8 @@
 job in its own run folder (``mas.studies.job``): the same command with the same ``--run-dir``
 resumes it, repeating no finished model call. ``mas.cli.main`` imports this module only when
 one of them runs.
+
+Stage: none: the command line (evaluation and studies, after training).
 """
 
 from __future__ import annotations

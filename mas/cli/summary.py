@@ -1,5 +1,7 @@
 """What a training run says at its start (the library versions it continues, or a resume) and
 at its end, in two lines: what was refused and what failed, by kind (``mas.studies.by_kind``).
+
+Stage: none: the command line (the start and end of a training run).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The tables ``mas eval``, ``transfer`` and ``ablate`` print (or their JSON), with how a
-study stopped early and the run folder that holds it."""
+study stopped early and the run folder that holds it.
+
+Stage: none: the command line (evaluation and studies, after training).
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 run flags every command that calls a model takes (``mas.cli.flags``), and what each of them
 logs: a training run step by step (``mas.track_run``), a study (and a promotion pass) as one
 MLflow run holding its table, tagged with the study's run folder so that finishing it again
-(resumed) logs to the same MLflow run."""
+(resumed) logs to the same MLflow run.
+
+Stage: none: the command line (tracking, beside every stage).
+"""
 
 from __future__ import annotations
 

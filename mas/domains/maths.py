@@ -1,5 +1,7 @@
 """The maths scenario: pulling an answer out of a transcript, scoring it, generating tasks.
 
+Stage: reward (generating tasks: none, before training).
+
 Generated tasks have exact integer answers and five levels, so a tiny model can solve the
 easy ones unaided while the hard ones reward a team that learns to use the calculator.
 

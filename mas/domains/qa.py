@@ -1,5 +1,7 @@
 """The multi-hop QA scenario: scoring answers, reading them off a transcript, generating tasks.
 
+Stage: reward (generating tasks: none, before training).
+
 Scoring follows the SQuAD/HotpotQA convention (normalized exact match and token F1, any alias
 counts). Generated tasks are about an invented world, so no model can answer from memory: the
 team has to search the task's passages and chain what it finds.

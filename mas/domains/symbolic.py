@@ -1,6 +1,8 @@
 """Answers that are expressions (MATH-500): read the last boxed or marked answer, and reward
 by symbolic equivalence with math-verify (sympy underneath), not by string match.
 
+Stage: reward.
+
 >>> symbolic_reward(Task(id="t", question="?", answer="\\\\frac{1}{2}"), "0.5")
 1.0
 """

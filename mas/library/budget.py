@@ -1,5 +1,7 @@
 """Token budgets: what a role's prompt may carry, and how libraries stay within their caps.
 
+Stage: rollout (what a prompt may carry) and evidence (budgets: libraries over their caps).
+
 Tokens are the model's own (``Budget.tokenizer``, ``mas.models.tokens``): numbers, ids and
 non-English text take many more of them than words. Every cap is checked with ``tokens``, so
 "never above the budget" is exact in the tokenizer the budget names.

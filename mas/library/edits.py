@@ -1,5 +1,7 @@
 """Libraries as values: validating and applying a batch of edits.
 
+Stage: apply (and every later change of a library: promotion, pruning, review, import).
+
 A library is one ``Version`` (see ``mas.types.lessons``). Applying edits never mutates it: it returns
 the next version plus the edits that were refused, each with its reason. A batch is applied
 deletes first, then modifies, then adds, so a full library makes room before it grows, and

@@ -1,5 +1,7 @@
 """Randomized evidence: does showing a lesson to a role help that role's team?
 
+Stage: evidence (what pruning and promotion decide on; the rollout's exposure plans with it).
+
 Within a group (G rollouts of one task), each lesson under evaluation was shown to a random
 part of the rollouts (``exposure.py``): a fixed number of them, drawn without replacement, so
 every rollout of the group had the same chance, recorded with it. Comparing the rollouts that

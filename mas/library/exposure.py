@@ -1,5 +1,7 @@
 """Randomized exposure: which lessons each rollout of a group shows to each role.
 
+Stage: rollout (which lessons each rollout shows, at random: what the evidence is made of).
+
 A lesson under evaluation for a role is shown to a random part of the group's rollouts and
 withheld from the others, so that the group itself measures what the lesson does (see
 ``evidence.py``). A fixed number of the group's rollouts is drawn, without replacement, so every

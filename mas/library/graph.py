@@ -1,5 +1,7 @@
 """The usage graph: derived from the randomized evidence, never the source of truth.
 
+Stage: none: evaluation and studies, after training (``mas graph``, read off the evidence).
+
 Nodes: ``role:<name>`` and ``lesson:<id>`` (its text and library; ``gone`` when merged,
 demoted or pruned since), and, when asked for, ``task:<id>``. Edges:
 

@@ -1,6 +1,8 @@
 """The stages after apply: record usage, keep libraries within budget, and the promotion pass
 (promote, demote, prune on the randomized evidence).
 
+Stage: record usage and evidence (judge new pairs, prune, budgets, promote/demote).
+
 Each works on the library file (``LibraryStore``) and the logs beside it (``SideFiles``), and
 each is safe to run again after a crash: usage is recorded once per step, a budget pass only
 acts on a library over its cap, and a promotion pass logs its moves before it commits them,

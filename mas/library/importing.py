@@ -1,5 +1,7 @@
 """Another team's library file, brought in as lessons of ours (``mas library import``).
 
+Stage: none: the command line (``mas library import``; the versions it makes have stage ``import``).
+
 The file is untrusted input twice over: it is read and validated as a library file (one line
 naming it when it is not one), and each lesson of the latest version of each of its libraries
 is screened like a lesson typed into ours (``mas.library.screened``). What passes is added to

@@ -1,5 +1,7 @@
 """Which lessons go into a role's prompt, within budget, and the exact text they make.
 
+Stage: rollout (a role's prompt); none: inference, after training (``LessonMemory``).
+
 A role's prompt gets the whole global library (it is kept within its own cap), then the role's
 private lessons most relevant to the task (BM25 over the lesson texts) until ``inject_tokens``
 is spent; ``inject="all"`` takes the private lessons in id order instead. Training and

@@ -1,5 +1,7 @@
 """The files next to a library file, and their append-only writes: one owner for both.
 
+Stage: none (shared by every stage): screen, apply, record usage and evidence append here.
+
 For ``libraries/maths.json``:
 
     maths.json.bak            the last good state (written by the store with every commit)

@@ -1,6 +1,8 @@
 """The review gate: the edits a training step held instead of applying them (``mas train
 --review``), the reviewers' decisions on them, and their way into the library.
 
+Stage: apply (held for review instead, applied when a reviewer accepts).
+
 A step under review appends the edits it would have applied to ``<library>.pending.jsonl``
 (one line per step, so a resumed step never holds them twice), each with a number that names
 it, the text of the lesson it changes as it was then, and the groups whose semantic advantages

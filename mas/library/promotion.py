@@ -1,5 +1,7 @@
 """Promotion, demotion and pruning, decided by the randomized evidence (``evidence.py``).
 
+Stage: evidence (prune, promote/demote).
+
 After every step (``cadence``), on all the evidence so far:
 
 - **promote**: a private lesson moves to the global library when it is shown to help at

@@ -4,6 +4,8 @@ it) and its randomized evidence per role, and every role, with or without lesson
 ``since``, only what changed in each library since its version ``since``: added, changed and
 deleted lessons, each with the step that did it.
 
+Stage: none: the command line (``mas library export``).
+
     ## solver
 
     - **solver/0002** When the numbers are small, say each one aloud before using it.

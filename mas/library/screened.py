@@ -1,5 +1,7 @@
 """Which lessons of a library file may reach a prompt: every one is screened when it is read.
 
+Stage: screen (every library file as it is read).
+
 A library file is shared and committed like configuration, and anyone with an editor (or a merge)
 can type a lesson into it that no model proposed and no screen saw. So the store hands out the
 head of each library (``LibraryStore.head``, ``heads``: what every prompt, training's learning

@@ -1,5 +1,7 @@
 """Near-duplicate lessons, judged by meaning.
 
+Stage: evidence (judge new pairs; promotion merges the lessons judged the same).
+
 Shared words are only a cheap way to find candidates: "always use the calculator" and "never
 use the calculator" share most of theirs, and a true paraphrase may share few. So: candidates
 are pairs sharing enough content words (``overlap``); a pair where one side negates and the

@@ -1,5 +1,7 @@
 """The one storage seam for experience libraries: every version of every library, on disk.
 
+Stage: none (shared by every stage): apply writes each version; every stage reads the heads.
+
 A library file (``libraries/maths.json``) holds all versions of all libraries of one
 scenario, one tinydb document per ``Version``, append-only so every lesson's history is
 reviewable in git. Writes are atomic and serialised by a lock file, so a killed training

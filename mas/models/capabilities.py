@@ -1,5 +1,7 @@
 """What a model's endpoint accepts, by model name: a small table, overridable.
 
+Stage: none: the model seam (every model call).
+
 Reasoning models break the usual request. OpenAI's o-series and gpt-5 refuse ``max_tokens``
 (they take ``max_completion_tokens``) and any ``temperature`` or ``top_p`` but the default,
 with a 400. deepseek-reasoner ignores sampling settings and returns its chain of thought in

@@ -1,5 +1,7 @@
 """The one seam to the model: build an autogen ``ChatCompletionClient`` from a short spec.
 
+Stage: none: the model seam (every model call).
+
 Specs:
   ``local``          the embedded SmolLM2-135M, served by llama.cpp on 127.0.0.1 (default)
   ``openai:MODEL``   any OpenAI-compatible endpoint; base URL and key from options or from

@@ -1,5 +1,7 @@
 """Model clients from autogen component config files (``--model-config``, ``--learner-config``).
 
+Stage: none: the model seam (every model call).
+
 A file holds what ``client.dump_component()`` writes, as JSON or YAML::
 
     {"provider": "autogen_ext.models.openai.OpenAIChatCompletionClient",

@@ -1,5 +1,7 @@
 """``Adapted``: an OpenAI-compatible client made to fit its server and to survive its faults.
 
+Stage: none: the model seam (every model call).
+
 Structured replies are asked for as ``json_output=<pydantic model>`` everywhere in mas.
 ``Adapted`` turns that into what each server accepts: JSON mode (the schema is also in the
 prompt), plus the schema itself for llama.cpp, which then constrains decoding to it.

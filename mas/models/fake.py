@@ -1,5 +1,7 @@
 """A deterministic model client shipped in the package, for tests and plumbing demos.
 
+Stage: none: the model seam (every model call, in tests and demos).
+
 Its reply is a pure function of the request (messages, tools, requested schema, seed), never
 of call order, so it stays deterministic when many rollouts run at once. Pass ``respond`` to
 script it (``FunctionModel``-style); the default responder plays a planted world (below): a

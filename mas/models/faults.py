@@ -1,5 +1,7 @@
 """Endpoint faults: what counts as transient, and how long a server asks us to wait.
 
+Stage: none: the model seam (every model call).
+
 A fault is one failed attempt at the HTTP endpoint: a status code worth retrying (408, 409,
 429, 5xx), a timeout, a dropped or truncated connection, or a 200 whose body is not a chat
 completion (``BadBody``). ``Adapted`` (``endpoint.py``) retries them and counts each by kind.

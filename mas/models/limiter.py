@@ -1,5 +1,7 @@
 """How many model calls are in flight: a fixed number, or one adapted to the endpoint.
 
+Stage: none: the model seam (every model call takes a slot).
+
 An endpoint serves some number of requests at once, unknown to mas. Below it, slots idle;
 above it, the endpoint either queues (latency rises: vLLM, llama.cpp) or refuses (429: hosted
 APIs). ``AdaptiveLimit`` finds it from the endpoint's answers, TCP-style:

@@ -1,5 +1,7 @@
 """The embedded model: llama-cpp-python's OpenAI-compatible server running SmolLM2-135M.
 
+Stage: none: the model seam (the embedded model behind every call of a run).
+
 mas starts one server per run on 127.0.0.1 and a free port, waits until it answers, and
 always stops it: on normal exit, on an exception, on Ctrl-C, and (through the kernel's
 parent-death signal) even when mas itself is killed.

@@ -1,5 +1,7 @@
 """Tool calls for servers without native tool calling (the embedded llama.cpp server).
 
+Stage: none: the model seam (a rollout's tool calls on the embedded server).
+
 The tools are described in the system message. The first reply of a turn is decoded under a
 JSON schema that admits exactly one action: a call of one of the tools with its argument
 schema, or an answer. A 135M model never writes a call syntax by itself, but under this

@@ -1,5 +1,7 @@
 """Counting tokens as the model does: the caps of ``Budget`` and the benchmarks use this.
 
+Stage: none (shared by every stage): the prompt and library budgets, the learning calls' caps.
+
 A tokenizer is named by a short spec, which a budget records (``Budget.tokenizer``), so that a
 library is evaluated with the counts it was trained with:
 

@@ -2,7 +2,10 @@
 and settings on every call (``Seeded``), counting the calls in flight (``Counted``), each
 call's reply journaled and read back on resume (``Replayed``), no call past a budget in
 dollars (``Budgeted``); the clock of a rollout's time
-queued for a call slot (``Queued``). The in-flight limit is ``mas.models.limiter.Limited``."""
+queued for a call slot (``Queued``). The in-flight limit is ``mas.models.limiter.Limited``.
+
+Stage: none: the model seam (every model call; ``Seeded`` and ``Queued`` wrap a rollout's).
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@
 - ``usage.py``: the usage events, what the evidence is made of
 - ``context.py``: what every stage shares
 
+Stage: every stage from rollout to record usage.
+
 The evidence after the edits (usage recorded, pairs judged, pruning, budgets, promotion) is
 the library's (``mas.library.hierarchy``); the epochs around the steps are ``mas.train``'s.
 """

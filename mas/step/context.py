@@ -1,5 +1,8 @@
 """What every stage of a step shares (``Context``): the scenario, settings, clients, journal,
-meter, the libraries as the step found them, and the evidence exposure plans with."""
+meter, the libraries as the step found them, and the evidence exposure plans with.
+
+Stage: none (shared by every stage of a step).
+"""
 
 from __future__ import annotations
 

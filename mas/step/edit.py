@@ -1,6 +1,9 @@
 """Stages 6-9 of a step: route each operation to the library it changes, screen its text, one
 batched edit call per library, screen what the editor wrote, apply. Whatever cannot be used is
-kept with its reason (``Context.refused``, quarantine items), never dropped in silence."""
+kept with its reason (``Context.refused``, quarantine items), never dropped in silence.
+
+Stage: route, screen, edit and apply.
+"""
 
 from __future__ import annotations
 

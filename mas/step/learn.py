@@ -2,7 +2,10 @@
 then the semantic advantage (why the winners won, which role decided, the operations on its
 library). Each call checks the run journal first and records its output there, so a resumed
 step repeats no finished call; a bad reply is journaled as a failure, counted, and skips only
-its group."""
+its group.
+
+Stage: summarize and advantage.
+"""
 
 from __future__ import annotations
 

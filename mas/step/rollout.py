@@ -1,6 +1,9 @@
 """Stages 1-3 of a step: rollouts (G team runs of a task, each showing each role the lessons
 its randomized exposure chose), rewards, and the filter that keeps groups with winners and
-losers. Finished rollouts come back from the run journal."""
+losers. Finished rollouts come back from the run journal.
+
+Stage: rollout, reward and filter.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """One training step, stage by stage in the order it runs.
 
+Stage: every stage, in order (the step itself).
+
     rollout -> reward -> filter            (``rollout.py``, per task, concurrently)
     -> summarize -> advantage              (``learn.py``, per kept group)
     -> route -> screen -> edit -> apply    (``edit.py``, per library)

@@ -1,5 +1,8 @@
 """Stage 10 of a step: the usage events (per rollout and role, what its prompt showed, which
-of it was randomized, the reward and the numeric advantage), the evidence's raw material."""
+of it was randomized, the reward and the numeric advantage), the evidence's raw material.
+
+Stage: record usage (the events; ``mas.library.hierarchy`` writes them).
+"""
 
 from __future__ import annotations
 

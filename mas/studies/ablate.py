@@ -1,6 +1,8 @@
 """Ablations as one command: the paper's (no library, directly generated lessons, group size
 1, no ground truth) and ours (private libraries only, global only, promotion off), each
 trained on the same training tasks and evaluated on the same held-out tasks and seeds.
+
+Stage: none: evaluation and studies, after training (each variant trains through every stage).
 """
 
 from __future__ import annotations

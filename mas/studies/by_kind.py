@@ -1,6 +1,8 @@
 """What was refused and what failed, by kind: one line each, for the end of a training run
 (``mas train``) and for each step or evaluation of a report (``mas report``).
 
+Stage: none: evaluation and studies, after training (and the end of a training run).
+
 refused: 3 edits (library is full: 2, duplicate of a lesson: 1); 1 operation (unknown lesson id: 1)
 failed: 2 calls (summary: reply cut at the token limit 2), 1 rollout (timeout 1)
 """

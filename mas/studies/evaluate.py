@@ -2,6 +2,8 @@
 what each role spent doing it (tool calls and tokens per rollout), each with a bootstrap
 interval over tasks.
 
+Stage: none: evaluation and studies, after training (rollout and reward, no learning).
+
 The k rollouts of a task use the same seeds whatever library is injected, so two evaluations
 are paired: the only difference between them is the lessons in the prompts.
 """

@@ -1,5 +1,7 @@
 """A self-contained HTML view of the usage graph: roles, lessons, evidence, promotions.
 
+Stage: none: evaluation and studies, after training (``mas graph``).
+
 No script and nothing fetched: an inline SVG with roles on the left and lessons on the right
 (global first; grey text: merged, demoted or pruned since), one line per role -> lesson edge:
 green when the randomized evidence says the lesson helps the role, red when it hurts, grey

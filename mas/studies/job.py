@@ -3,6 +3,8 @@ folder (``mas.runs``) whose ``run.json`` records what the study's results depend
 journal holds each evaluated rollout, each model call of a rollout under way
 (``mas.models.wrappers.Replayed``) and each finished evaluation, keyed by the evaluation.
 
+Stage: none: evaluation and studies, after training.
+
 Run again on the same folder, a study reads back what was done and repeats no finished model
 call; with other tasks, role prompts, libraries or settings it is refused. Its evaluations
 share a budget in dollars: once it is spent, the study stops cleanly before its next

@@ -2,6 +2,8 @@
 PNG plots. A study renders as a training run does (``mas.studies.study_report``); the plots are
 of the training runs (an ablation's variants among them).
 
+Stage: none: evaluation and studies, after training (``mas report``).
+
 Reads only what a run leaves behind (``run.json``, ``journal.jsonl``, the library file and
 its promotions log) and never changes it. A run's history comes from its own library versions
 and the versions it started from (recorded in ``run.json``), so lessons that later runs added

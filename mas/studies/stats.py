@@ -1,4 +1,7 @@
-"""Bootstrap confidence intervals over tasks: the unit that varies between evaluations."""
+"""Bootstrap confidence intervals over tasks: the unit that varies between evaluations.
+
+Stage: none: evaluation and studies, after training.
+"""
 
 from __future__ import annotations
 

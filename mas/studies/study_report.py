@@ -4,6 +4,8 @@ calls, tokens, failures), and what failed, by kind, per evaluation where a train
 per step. An ablation's folder also brings the training run of each variant, reported as any
 training run.
 
+Stage: none: evaluation and studies, after training (``mas report``).
+
 Reads only what the study left (``run.json``, ``journal.jsonl``) and never changes it.
 """
 

@@ -1,5 +1,7 @@
 """The transfer study: what does role A's library do for role B?
 
+Stage: none: evaluation and studies, after training.
+
 Two ways to the same role x role matrix:
 
 - ``transfer`` runs it: cell (A, B) is the change in Mean@k when B's prompt gets A's lessons,

@@ -1,6 +1,9 @@
 """Tools that roles may name in their ``tools`` list: ``TOOLS`` maps each name to a factory
 (``mas.tools.registry``), built on first use so that importing ``mas.tools.isolation`` (as
-the command line does) does not load autogen."""
+the command line does) does not load autogen.
+
+Stage: rollout (the tools a role calls).
+"""
 
 from __future__ import annotations
 

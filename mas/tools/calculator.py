@@ -1,5 +1,7 @@
 """A calculator tool for small models that write junk, so it must survive hostile input.
 
+Stage: rollout (a tool a role calls).
+
 The expression is parsed with ``ast`` and walked by hand: only number literals, the
 arithmetic operators and a few named functions are evaluated. Nothing is ever passed to
 ``eval``. Sizes are bounded at every step so ``9**9**9`` fails fast instead of hanging.

@@ -1,5 +1,7 @@
 """A memory and process cap on the python tool's whole process tree: a leaf cgroup per run.
 
+Stage: rollout (around the python tool a role calls).
+
 Per-process rlimits (``RLIMIT_AS``, ``RLIMIT_NPROC``) let a program hold the memory of one
 process times the processes it may start (512 MB x 16); a cgroup caps their sum. The sandbox
 is moved into a fresh leaf before bwrap starts (``prefix`` runs it under ``sh``, which writes

@@ -1,5 +1,7 @@
 """The OS isolation around the python tool: bubblewrap (``bwrap``) namespaces.
 
+Stage: rollout (around the python tool a role calls).
+
 The code runs in its own mount, PID, network, IPC and UTS namespaces. It sees, read-only,
 only the interpreter, its standard library (with site-packages hidden) and the shared
 libraries ``ldd`` says they load; a fresh ``/proc`` of its own PID namespace; a minimal

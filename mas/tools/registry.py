@@ -1,5 +1,7 @@
 """The tools that roles may name in their ``tools`` list, by name (``mas.tools.TOOLS``).
 
+Stage: rollout (the tools a role calls, built for each task).
+
 Each name maps to a factory that builds the tool for one task, so a tool can see the task's
 own material (a searcher's passages) and nothing shared between rollouts can leak.
 """

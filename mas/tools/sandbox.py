@@ -1,5 +1,7 @@
 """Running model-written Python: isolated by the OS, limited, never in the mas process.
 
+Stage: rollout (the python tool a role calls).
+
 The code runs under bubblewrap (``mas.tools.isolation``): it sees only the interpreter and
 its standard library, has no network, no environment, a private scratch directory, and its
 own PID namespace, so one kill ends every process it started: at the deadline, and when

@@ -1,5 +1,7 @@
 """Search tools over one task's passages: ``search`` ranks them with BM25, ``open`` shows one.
 
+Stage: rollout (a tool a role calls).
+
 Arguments come from small models, so nothing here trusts them: a number, a list, an empty
 string, ten thousand characters of junk or an id that does not exist all get a short answer
 the model can act on, never an exception. The BM25 index is built once per task and shared
