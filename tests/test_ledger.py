@@ -1,4 +1,4 @@
-"""The evidence kept between reads (``evidence.Ledger``) and the step logs' index of steps:
+"""The evidence kept between reads (``ledger.Ledger``) and the step logs' index of steps:
 each line is read once, what was read agrees with a pass over the whole log, and a log that
 was replaced or cut short is read again from its start."""
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library import evidence
+from mas.library.ledger import Ledger
 from mas.library.logs import StepKey, StepLog
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient
@@ -56,7 +57,7 @@ def same(a: dict, b: dict) -> bool:
 
 def test_the_ledger_agrees_with_a_whole_pass_as_steps_are_appended(tmp_path):
     log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
-    ledger, rng = evidence.Ledger(log), random.Random(1)
+    ledger, rng = Ledger(log), random.Random(1)
     twins = {"solver/0002": "solver/0002", "solver/0003": "solver/0002"}
     lineage = {"solver/0005": "global/0009"}
     for step in range(6):
@@ -70,7 +71,7 @@ def test_the_ledger_agrees_with_a_whole_pass_as_steps_are_appended(tmp_path):
 
 def test_what_the_ledger_handed_out_does_not_change_when_it_reads_on(tmp_path):
     log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
-    ledger, rng = evidence.Ledger(log), random.Random(2)
+    ledger, rng = Ledger(log), random.Random(2)
     log.append(StepKey("r", 0, 0), step_events(0, rng))
     first = ledger.contrasts()
     before = {
@@ -87,7 +88,7 @@ def test_what_the_ledger_handed_out_does_not_change_when_it_reads_on(tmp_path):
 
 def test_each_line_is_read_once_however_the_evidence_is_counted(tmp_path, monkeypatch):
     log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
-    ledger, rng = evidence.Ledger(log), random.Random(3)
+    ledger, rng = Ledger(log), random.Random(3)
     parsed = []
     real = StepLog._parse
     monkeypatch.setattr(StepLog, "_parse", lambda self, raw: parsed.append(raw) or real(self, raw))
@@ -104,7 +105,7 @@ def test_each_line_is_read_once_however_the_evidence_is_counted(tmp_path, monkey
 def test_a_log_replaced_or_cut_is_read_again_from_its_start(tmp_path):
     path = tmp_path / "lib.usage.jsonl"
     log = StepLog(path, UsageEvent)
-    ledger, rng = evidence.Ledger(log), random.Random(4)
+    ledger, rng = Ledger(log), random.Random(4)
     for step in range(3):
         log.append(StepKey("r", 0, step), step_events(step, rng))
     assert ledger.contrasts()[("solver", "solver/0001")].contrasts
@@ -122,7 +123,7 @@ def test_a_log_replaced_or_cut_is_read_again_from_its_start(tmp_path):
 def test_a_torn_last_line_is_not_read_until_it_is_whole(tmp_path):
     path = tmp_path / "lib.usage.jsonl"
     log = StepLog(path, UsageEvent)
-    ledger, rng = evidence.Ledger(log), random.Random(5)
+    ledger, rng = Ledger(log), random.Random(5)
     log.append(StepKey("r", 0, 0), step_events(0, rng))
     whole = path.read_bytes()
     log.append(StepKey("r", 0, 1), step_events(1, rng))
@@ -168,12 +169,12 @@ def test_a_training_run_reads_each_usage_line_a_bounded_number_of_times(tmp_path
 def test_a_whole_last_line_without_its_newline_is_read_and_not_recorded_twice(tmp_path):
     path = tmp_path / "lib.usage.jsonl"
     log = StepLog(path, UsageEvent)
-    ledger, rng = evidence.Ledger(log), random.Random(7)
+    ledger, rng = Ledger(log), random.Random(7)
     log.append(StepKey("r", 0, 0), step_events(0, rng))
     log.append(StepKey("r", 0, 1), step_events(1, rng))
     path.write_bytes(path.read_bytes().rstrip(b"\n"))  # the newline of the last step lost
     fresh = StepLog(path, UsageEvent)
-    assert same(evidence.Ledger(fresh).contrasts(), evidence.contrasts(log))
+    assert same(Ledger(fresh).contrasts(), evidence.contrasts(log))
     assert fresh.has_step(StepKey("r", 0, 1))
     fresh.append(StepKey("r", 0, 1), step_events(1, rng))
     assert [key.step for key, _ in fresh.steps()] == [0, 1]

@@ -48,8 +48,8 @@ to promote one): it is not adjusted for looking after every step.
 **Lessons judged to say the same thing** (a class of twins) are one treatment: a rollout is
 shown the class when it showed any member, and exposure shows them with one coin.
 
-    >>> round(t_quantile(0.975, 10), 3)
-    2.228
+The evidence of a usage log is kept between reads by ``ledger.Ledger``; the quantiles of
+Student's t are ``student.py``'s.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
 
-from mas.library.logs import Mark, StepLog
+from mas.library.logs import StepLog
+from mas.library.student import t_quantile
 from mas.types.evidence import Effect
 from mas.types.usage import UsageEvent
 
@@ -146,7 +146,7 @@ def contrasts(
 
     ``events`` may be a usage log (``StepLog``): its steps are then tallied one at a time, so
     the pass holds one step's events however long the run (a group never spans two steps)."""
-    fold = _Fold(lineage or {}, classes or {})
+    fold = Fold(lineage or {}, classes or {})
     steps = events.steps() if isinstance(events, StepLog) else [(None, events)]
     for _, step in steps:
         fold.add(groups_of(step))
@@ -187,7 +187,7 @@ def groups_of(step: Iterable[UsageEvent], sets: dict[frozenset, frozenset] | Non
     ]
 
 
-class _Fold:
+class Fold:
     """The tallies of one way of counting (a lineage and classes of twins), group by group."""
 
     def __init__(self, lineage: dict[str, str], classes: dict[str, str]):
@@ -214,60 +214,6 @@ class _Fold:
             for role in {role for role, key in self.by_unit if key == u}:
                 out[(role, member)] = self.by_unit[(role, u)]
         return out
-
-
-class Ledger:
-    """The randomized evidence of one usage log, read once and kept: each step's line is
-    parsed once, into its randomized groups (``Randomized``), and each way of counting (a
-    lineage and classes of twins) folds each group once, adding only the groups recorded since
-    it was last asked. A training step asks for the evidence several times (to plan exposure,
-    to choose pairs to judge, to prune, to keep budgets, to promote), under a lineage and
-    classes that change when lessons are promoted, merged or judged twins: a new way of
-    counting folds the kept groups again, with no file read. A log replaced since (``repair``)
-    is read again from its start.
-
-    The groups are what a run keeps in memory beyond a step (the sets of lessons shown are
-    kept once each): 8 MB for 10,000 rollouts of a team of three, 12 lessons a role, 4 of them
-    randomized in each group (measured: 270 bytes a rollout and role)."""
-
-    KEEP = 6
-    """Ways of counting kept (a step reads three or four)."""
-
-    def __init__(self, log: StepLog):
-        self.log = log
-        self._groups: list[Randomized] = []
-        self._sets: dict[frozenset, frozenset] = {}
-        self._mark = Mark()
-        self._folds: dict[tuple, _Fold] = {}
-
-    def groups(self) -> list[Randomized]:
-        """Every randomized group of the log, reading only the lines recorded since the last read."""
-        if not self.log.current(self._mark):
-            self._groups, self._sets, self._mark, self._folds = [], {}, Mark(), {}
-        for _, step, mark in self.log.since(self._mark):
-            self._groups += groups_of(step, self._sets)
-            self._mark = mark
-        return self._groups
-
-    def contrasts(
-        self, lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None
-    ) -> dict[Key, Tally]:
-        """``contrasts(log, lineage, classes)`` from the kept groups."""
-        groups = self.groups()
-        lineage, classes = lineage or {}, classes or {}
-        key = (frozenset(lineage.items()), frozenset(classes.items()))
-        fold = self._folds.pop(key, None) or _Fold(lineage, classes)
-        self._folds[key] = fold  # the most recent last
-        while len(self._folds) > self.KEEP:
-            del self._folds[next(iter(self._folds))]
-        fold.add(groups[fold.count :])
-        return fold.tallies()
-
-    def estimate(
-        self, *, lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None
-    ) -> dict[Key, Effect]:
-        """``estimate(log, ...)`` from the kept groups."""
-        return effects(self.contrasts(lineage, classes), classes)
 
 
 def _tally(tallies: dict, group: Randomized, unit: Callable[[str], str], touched: set[Key]) -> None:
@@ -366,53 +312,3 @@ def _current(lesson: str, lineage: dict[str, str]) -> str:
         seen.add(lesson)
         lesson = lineage[lesson]
     return lesson
-
-
-# -- Student's t, from the regularized incomplete beta function (Numerical Recipes 6.4) -----
-
-
-@cache
-def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0.5 < p < 1)."""
-    low, high = 0.0, 1.0
-    while _t_cdf(high, df) < p:
-        high *= 2
-    for _ in range(80):
-        middle = (low + high) / 2
-        low, high = (middle, high) if _t_cdf(middle, df) < p else (low, middle)
-    return (low + high) / 2
-
-
-def _t_cdf(t: float, df: int) -> float:
-    return 1 - 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _continued_fraction(a, b, x) / a
-    return 1 - front * _continued_fraction(b, a, 1 - x) / b
-
-
-def _continued_fraction(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 300):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1) < 1e-12:
-            break
-    return result

@@ -47,7 +47,7 @@ from mas.types.review import PendingStep
 from mas.types.usage import UsageEvent
 
 if TYPE_CHECKING:
-    from mas.library.evidence import Ledger
+    from mas.library.ledger import Ledger
 
 Item = TypeVar("Item", bound=BaseModel)
 
@@ -324,8 +324,8 @@ class SideFiles:
 
     @cached_property
     def evidence(self) -> Ledger:
-        """The usage log's randomized evidence, kept between reads (``evidence.Ledger``)."""
-        from mas.library.evidence import Ledger  # evidence reads logs: imported when first asked
+        """The usage log's randomized evidence, kept between reads (``ledger.Ledger``)."""
+        from mas.library.ledger import Ledger  # the ledger reads logs: imported when first asked
 
         return Ledger(self.usage)
 
