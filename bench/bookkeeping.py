@@ -110,7 +110,7 @@ def promotion_pair(n: int) -> tuple[float, float]:
     path = usage_log(n)
 
     def ours():
-        plan(HEADS, contrasts(StepLog(path, UsageEvent)), PromotionPolicy(), level=0.05, same=lambda a, b: False)
+        plan(HEADS, contrasts(StepLog(path, UsageEvent)), PromotionPolicy(), same=lambda a, b: False)
 
     def plain():
         per_task: dict = defaultdict(list)
