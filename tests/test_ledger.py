@@ -179,3 +179,21 @@ def test_a_whole_last_line_without_its_newline_is_read_and_not_recorded_twice(tm
     fresh.append(StepKey("r", 0, 1), step_events(1, rng))
     assert [key.step for key, _ in fresh.steps()] == [0, 1]
     assert same(ledger.contrasts(), evidence.contrasts(log))
+
+
+def test_a_log_rewritten_in_place_under_the_mark_is_read_again(tmp_path):
+    """Same file, no shorter, other lines (an editor that writes in place): not the log the
+    kept evidence was read from."""
+    path = tmp_path / "lib.usage.jsonl"
+    log = StepLog(path, UsageEvent)
+    ledger = Ledger(log)
+    log.append(StepKey("r", 0, 0), step_events(0, random.Random(8)))
+    log.append(StepKey("r", 0, 1), step_events(1, random.Random(8)))
+    ledger.contrasts()
+    other = StepLog(tmp_path / "other.usage.jsonl", UsageEvent)
+    for step in range(3):
+        other.append(StepKey("r", 0, step), step_events(step, random.Random(9)))
+    with path.open("r+b") as f:  # the same inode, written over from its start
+        f.write(other.path.read_bytes())
+    assert same(ledger.contrasts(), evidence.contrasts(log))
+    assert log.has_step(StepKey("r", 0, 2))

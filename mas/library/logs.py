@@ -66,6 +66,8 @@ class Mark(NamedTuple):
     offset: int = 0
     line: int = 0
     """The number of that last line (for messages)."""
+    tail: bytes = b""
+    """The last bytes of that line: a file rewritten in place under the mark shows here."""
 
 
 class CorruptLog(UserError):
@@ -125,14 +127,20 @@ class StepLog(Generic[Item]):
 
     def current(self, mark: Mark) -> bool:
         """Whether ``mark`` is a place in this very file: the file was not replaced since
-        (``repair``, a copy over it) and is not shorter."""
+        (``repair``, a copy over it), is not shorter, and still ends its line there as it did."""
+        if mark.offset == 0:
+            return True
         try:
-            stat = self.path.stat()
+            with self.path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                if mark.file != (stat.st_dev, stat.st_ino) or stat.st_size < mark.offset:
+                    return False
+                f.seek(mark.offset - len(mark.tail))
+                return f.read(len(mark.tail)) == mark.tail
         except FileNotFoundError:
-            return mark.offset == 0
+            return False
         except OSError as e:
             raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
-        return mark.offset == 0 or (mark.file == (stat.st_dev, stat.st_ino) and stat.st_size >= mark.offset)
 
     def since(self, mark: Mark) -> Iterator[tuple[StepKey, list[Item], Mark]]:
         """The steps recorded after ``mark`` (a mark ``current`` says is still good; ``Mark()``
@@ -163,7 +171,7 @@ class StepLog(Generic[Item]):
                         return  # cut short by a crash: ``append`` drops it
                     offset, number = offset + len(raw), number + 1
                     if raw.strip():
-                        yield raw, Mark((stat.st_dev, stat.st_ino), offset, number)
+                        yield raw, Mark((stat.st_dev, stat.st_ino), offset, number, raw[-32:])
             except OSError as e:
                 raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
 
