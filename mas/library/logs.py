@@ -34,7 +34,7 @@ import os
 from collections.abc import Iterator
 from functools import cache, cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Generic, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -155,12 +155,8 @@ class StepLog(Generic[Item]):
 
     def _raw_since(self, mark: Mark) -> Iterator[tuple[bytes, Mark]]:
         """The whole lines after ``mark``, blank ones left out, each with the mark after it."""
-        try:
-            f = regular_file(self.path).open("rb")
-        except FileNotFoundError:
+        if (f := self._open()) is None:
             return
-        except OSError as e:
-            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
         with f:
             stat = os.fstat(f.fileno())
             offset, number = mark.offset, mark.line
@@ -236,6 +232,15 @@ class StepLog(Generic[Item]):
                 bad.append(raw)
         return good, bad
 
+    def _open(self) -> BinaryIO | None:
+        """The log opened for reading; None when there is none yet."""
+        try:
+            return regular_file(self.path).open("rb")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
+
     def _parse(self, raw: bytes) -> tuple[StepKey, list[Item]]:
         line = _line(self.item).model_validate_json(raw)
         return StepKey(line.run, line.epoch, line.step), line.items
@@ -243,12 +248,8 @@ class StepLog(Generic[Item]):
     def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
         """Each non-blank line with its number, and whether it is the last one; read as a
         stream (one line ahead), so that a reader holds one step's line however long the log."""
-        try:
-            f = regular_file(self.path).open("rb")
-        except FileNotFoundError:
+        if (f := self._open()) is None:
             return
-        except OSError as e:
-            raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
         with f:
             held = None
             try:
