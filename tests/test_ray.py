@@ -8,6 +8,7 @@ Every test here starts a local Ray instance on 127.0.0.1 with 2 workers (the ``r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.util
 import json
@@ -21,13 +22,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from autogen_core import FunctionCall
 
 from mas.config import EvalConfig, TrainConfig
+from mas.errors import UserError
 from mas.library.store import LibraryStore
 from mas.models.clients import open_client
 from mas.models.fake import FakeClient
 from mas.studies.evaluate import evaluate
+from mas.team.scenario import load_scenario
 from mas.testing import descendants
+from mas.tools import isolation
 from mas.train import train
 from tests.test_cli import mas
 
@@ -265,3 +270,80 @@ def test_a_worker_that_cannot_open_its_client_stops_the_start(ray_instance, math
     asyncio.run(on_ray())
     time.sleep(1)
     assert ray_instance.available_resources().get("CPU") == 2  # the workers are gone: their CPUs are free
+
+
+WRAPPER = """#!/bin/sh
+# bwrap, noting first who started it: the nearest ancestor that is not a shell (builtins only:
+# the sandbox is started with an empty environment, no PATH)
+pid=$PPID
+while read -r stat < /proc/$pid/stat; do
+    name=${stat#*(}
+    case ${name%)*} in sh|bash|dash) ;; *) break ;; esac
+    rest=${stat##*) }
+    rest=${rest#* }
+    pid=${rest%% *}
+done
+echo $pid >> LOG
+exec BWRAP "$@"
+"""
+
+
+@contextlib.asynccontextmanager
+async def _coding_model():
+    """A fake whose coder runs ``print(6 * 7)`` with the python tool, then answers what it printed."""
+    yield FakeClient(_run_the_code)
+
+
+def _run_the_code(request):
+    if request.tool_results:
+        return f"ANSWER: {request.tool_results[-1]}"
+    return [FunctionCall(id="1", name="python", arguments=json.dumps({"code": "print(6 * 7)"}))]
+
+
+def test_the_python_tools_sandbox_runs_on_the_worker_that_called_it(ray_instance, tmp_path, monkeypatch):
+    """A coder with the python tool, 4 rollouts on 2 Ray workers: every sandbox is started by a
+    worker process, each worker starting its own, none by this process, and what the code
+    printed is each rollout's answer. bwrap is a wrapper here that notes who started it."""
+    from mas.executors import ray_driver
+    from mas.executors.ray_driver import RayExecutor
+
+    monkeypatch.setenv(isolation.UNSAFE_ENV, "0")  # isolated, here and on the workers (forwarded)
+    try:
+        bwrap = isolation.require()
+    except UserError as exc:
+        pytest.skip(str(exc))  # says why, and the fix
+    folder = tmp_path / "coding"
+    (folder / "roles").mkdir(parents=True)
+    (folder / "scenario.toml").write_text(
+        'name = "coding"\nroles = ["coder"]\ntasks = "tasks.jsonl"\ntest_tasks = "test.jsonl"\nreward = "numeric"\n'
+    )
+    (folder / "tasks.jsonl").write_text('{"id": "t", "question": "6 * 7?", "answer": "42"}\n')
+    (folder / "test.jsonl").write_text(
+        "".join(f'{{"id": "{n}", "question": "6 * 7?", "answer": "42"}}\n' for n in "ab")
+    )
+    (folder / "roles" / "coder.toml").write_text(
+        'name = "coder"\ndescription = "Computes."\ntools = ["python"]\nsystem_prompt = "You are the coder."\n'
+    )
+    scenario = load_scenario(str(folder))  # its check of the isolation runs bwrap here: before the wrapper
+    started_by, wrapper = tmp_path / "started-by", tmp_path / "bwrap"
+    wrapper.write_text(WRAPPER.replace("LOG", str(started_by)).replace("BWRAP", bwrap))
+    wrapper.chmod(0o755)
+    monkeypatch.setenv(isolation.BWRAP_ENV, str(wrapper))
+    # the workers' Ray instance started before it was set: sent to them as the other sandbox settings are
+    monkeypatch.setattr(ray_driver, "FORWARDED", (*ray_driver.FORWARDED, isolation.BWRAP_ENV))
+
+    async def on_ray():
+        async with RayExecutor(scenario, _coding_model, workers=2) as executor:
+            config = EvalConfig(tasks=2, k=2)
+            result = await evaluate(scenario, client=FakeClient(), heads=None, config=config, executor=executor)
+            pids = [int(line) for line in started_by.read_text().split()] if started_by.exists() else []
+            # read while the workers still run (close() ends them)
+            commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] for pid in set(pids)}
+            return result, pids, commands, executor.pids
+
+    result, pids, commands, workers = asyncio.run(on_ray())
+    assert [score.answers for score in result.tasks] == [["42", "42"], ["42", "42"]]  # the code ran, and printed
+    assert result.tasks[0].tool_calls == {"coder": 1.0}
+    assert len(pids) >= 4 and os.getpid() not in pids, pids  # a sandbox per tool call, and each worker's check
+    assert set(pids) == set(workers), (pids, workers)  # each worker started its own sandboxes
+    assert all(b"ray::RolloutWorker" in command for command in commands.values()), commands
