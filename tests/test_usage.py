@@ -7,7 +7,7 @@ import networkx as nx
 import pytest
 
 from mas.config import ExposurePolicy, PromotionPolicy
-from mas.library import evidence, exposure, graph
+from mas.library import evidence, exposure, graph, promotion
 from mas.library.logs import StepKey, StepLog
 from mas.step.context import Context
 from mas.step.usage import numeric_advantages, usage_events
@@ -311,6 +311,45 @@ def effect(role, lesson, lcb, tasks=10):
         ucb=lcb + 0.2,
         e_value=100.0 if lcb > 0 else 1.0,
     )
+
+
+def tally(contrasts: list[float]) -> evidence.Tally:
+    """One group per task, split 2 / 3 (weight 6/5), whose contrast is the task's value."""
+    out = evidence.Tally()
+    for i, d in enumerate(contrasts):
+        out.add(f"t{i}", 1.2, 1.2 * d)
+    return out
+
+
+def test_after_the_last_step_only_lessons_whose_evidence_leans_towards_helping_stay():
+    """A run's last step keeps a private lesson tried on ``min_tasks`` tasks only if an 80%
+    lower bound on its effect is above zero: a clear help stays; a small, noisy one and one
+    below zero leave; one never tried, or on fewer tasks, stays (written too late to be
+    judged). With ``end_level`` None, the rule before: only an estimate below zero leaves."""
+    rng = random.Random(3)
+    contrasts = {
+        "solver/0001": [0.3 + rng.uniform(-0.2, 0.2) for _ in range(12)],  # helps
+        "solver/0002": [0.62, -0.58] * 6,  # +0.02, leans neither way
+        "solver/0004": [-0.1 + rng.uniform(-0.3, 0.3) for _ in range(12)],  # below zero
+        "solver/0005": [-0.2, 0.1, -0.3],  # 3 tasks: too young to judge
+    }
+    lessons = [Lesson(id=f"solver/000{i}", text=f"lesson {i}") for i in range(1, 6)]  # 0003: never tried
+    heads = {
+        "solver": Version(library="solver", number=3, next_id=6, lessons=lessons),
+        "global": Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="g")]),
+    }
+    tallies = {("solver", lesson): tally(values) for lesson, values in contrasts.items()}
+    noisy = evidence.effect_of("solver", "solver/0002", tallies[("solver", "solver/0002")])
+    assert noisy.effect > 0 and not evidence.likely_helps(noisy)
+    policy = PromotionPolicy()
+    pruned = lambda policy, last: {m.lessons[0] for m in promotion.prunings(heads, tallies, policy, last=last)}  # noqa: E731
+    assert pruned(policy, True) == {"solver/0002", "solver/0004"}
+    assert not {"solver/0001", "solver/0003", "solver/0005"} & (pruned(policy, False) | pruned(policy, True))
+    assert pruned(policy.model_copy(update={"end_level": None}), True) == {"solver/0004"}
+    reasons = {m.lessons[0]: m.reason for m in promotion.prunings(heads, tallies, policy, last=True)}
+    assert "80% lower bound over 12 tasks is not above zero" in reasons["solver/0002"]
+    # At 0.5 the bound is the estimate: the small, noisy lesson with a positive estimate stays.
+    assert pruned(policy.model_copy(update={"end_level": 0.5}), True) == {"solver/0004"}
 
 
 def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():

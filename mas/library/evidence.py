@@ -130,6 +130,13 @@ def plausibly_helps(e: Effect, margin: float, level: float = 0.2) -> bool:
     return e.tasks < 2 or e.effect + t_quantile(1 - level, e.tasks - 1) * e.se > margin
 
 
+def likely_helps(e: Effect, level: float = 0.2) -> bool:
+    """Whether a lenient one-sided lower bound (``level``) is above zero: what a lesson must
+    show by a run's end to stay (``PromotionPolicy.end_level``). Not a test that it helps (the
+    e-value is), only that its evidence leans that way beyond its noise."""
+    return e.tasks >= 2 and e.effect - t_quantile(1 - level, e.tasks - 1) * e.se > 0
+
+
 def contrasts(
     events: Iterable[UsageEvent] | StepLog,
     lineage: dict[str, str] | None = None,

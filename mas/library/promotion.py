@@ -28,7 +28,7 @@ from statistics import NormalDist
 
 from mas.config import PromotionPolicy
 from mas.library.edits import apply, lesson_id
-from mas.library.evidence import Tally, effect_of, plausibly_helps
+from mas.library.evidence import Tally, effect_of, likely_helps, plausibly_helps
 from mas.library.similar import normal
 from mas.types.evidence import Effect, PromotionMove
 from mas.types.lessons import GLOBAL, Add, Delete, Edit, Lesson, Provenance, Version
@@ -146,10 +146,10 @@ def prunings(
     """Every private lesson whose upper bound is below the margin, and at most
     one per library that is not even plausibly helping after ``max_tasks`` tasks: two lessons
     that do the same job each look weak while the other is often shown, and removing one
-    lets the other's evidence show again. After a run's ``last`` step, also every lesson whose
-    estimate over at least ``min_tasks`` tasks is below zero: no more evidence will come, and a
-    lesson written late in the run, which the rules above had no time to judge, should not stay
-    in the prompt on a harmful estimate (a lesson with less evidence than that stays)."""
+    lets the other's evidence show again. After a run's ``last`` step no more evidence will
+    come: every lesson tried on ``min_tasks`` tasks or more whose evidence does not lean
+    towards helping (``policy.end_level``) leaves; with ``end_level`` None, only those whose
+    estimate is below zero."""
     moves = []
     for version in heads.values():
         if version.library == GLOBAL:
@@ -164,21 +164,35 @@ def prunings(
             key=lambda pair: pair[0].ucb,
         )[:1]
         if last:
-            idle += [
-                (e, l) for e, l in own if e.tasks >= policy.min_tasks and e.effect < 0 and (e, l) not in below + idle
-            ]
+            idle += [(e, l) for e, l in own if (e, l) not in below + idle and not _stays(e, policy)]
         for e, lesson in below + idle:
             reason = (
                 "upper bound below the margin"
                 if e.ucb < policy.margin
                 else f"not shown to help in {e.tasks} tasks"
                 if cannot_help(e, policy)
-                else f"its estimate over {e.tasks} tasks is below zero at the run's end"
+                else _end_reason(e, policy)
             )
             moves.append(
                 PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
             )
     return moves
+
+
+def _stays(e: Effect, policy: PromotionPolicy) -> bool:
+    """Whether a private lesson stays after a run's last step: one tried on fewer than
+    ``min_tasks`` tasks does (written too late to be judged: a run of one step keeps what it
+    wrote), one tried on more if its evidence leans towards helping."""
+    if e.tasks < policy.min_tasks:
+        return True
+    return e.effect >= 0 if policy.end_level is None else likely_helps(e, policy.end_level)
+
+
+def _end_reason(e: Effect, policy: PromotionPolicy) -> str:
+    if policy.end_level is None:
+        return f"its estimate over {e.tasks} tasks is below zero at the run's end"
+    bound = f"{1 - policy.end_level:.0%} lower bound"
+    return f"its {bound} over {e.tasks} tasks is not above zero at the run's end (estimate {e.effect:+.3f})"
 
 
 SPLIT_LEVEL = 0.002
