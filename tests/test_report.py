@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mas.config import TrainConfig
+from mas.config import PromotionPolicy, TrainConfig
 from mas.errors import UserError
 from mas.library.logs import SideFiles, StepKey
 from mas.library.store import LibraryStore
@@ -173,7 +173,7 @@ def test_a_run_is_reported_from_its_own_library_versions(tmp_path):
     before = "When a quantity has a unit, carry the unit through every step of the sum."
     later = "When the answer is a fraction, reduce it before writing the final answer."
     store.commit([Version(library="planner", number=1, next_id=2, lessons=[Lesson(id="planner/0001", text=before)])])
-    first = _run_on(store, tmp_path / "first")
+    first = _run_on(store, tmp_path / "first", promotion=PromotionPolicy(end_level=None))  # "before" stays
     assert json.loads((first / "run.json").read_text())["start"] == {"planner": 1}
     mine = store.head("solver")
     head = store.head("planner")
