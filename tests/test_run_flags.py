@@ -39,13 +39,19 @@ def test_a_command_that_calls_a_model_takes_every_run_flag(path, command):
     assert listed == (RUN_FLAGS if path in MODEL_COMMANDS else []), path
 
 
-def test_every_run_flag_has_one_help_and_one_default():
+def help_records(flags: list[str]) -> dict[str, set]:
+    """The help records (help text and default) each of ``flags`` has across every command."""
     records = {}
     for path, command in ALL:
         ctx = command.context_class(command, info_name=" ".join(path))
         for param in command.params:
-            if set(param.opts) & set(RUN_FLAGS):
+            if set(param.opts) & set(flags):
                 records.setdefault(param.opts[0], set()).add(param.get_help_record(ctx))
+    return records
+
+
+def test_every_run_flag_has_one_help_and_one_default():
+    records = help_records(RUN_FLAGS)
     assert sorted(records) == sorted(RUN_FLAGS)
     assert all(len(seen) == 1 for seen in records.values()), {k: v for k, v in records.items() if len(v) > 1}
     assert "[default: 120.0]" in next(iter(records["--call-timeout"]))[1]

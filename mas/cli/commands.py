@@ -10,7 +10,6 @@ Only what declaring the commands needs is imported here; each command imports wh
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
@@ -19,22 +18,12 @@ from rich.console import Console
 
 from mas import paths
 from mas.cli import interrupt
-from mas.cli.flags import RunFlags, run_flags
+from mas.cli.flags import RunFlags, SourceFlags, run_flags, source_flags
 from mas.cli.library import print_lessons, shown
 from mas.cli.options import field_type, option, settings
-from mas.cli.sources import (
-    AnswerField,
-    QuestionField,
-    Reward,
-    ScenarioArg,
-    TasksFile,
-    Team,
-    scenario_from,
-)
 from mas.cli.tracking import stopping, training
 from mas.config import PRESETS, PromotionPolicy, TrainConfig, train_config
 from mas.redact import redact
-from mas.tools import isolation
 from mas.types.lessons import Budget
 
 if TYPE_CHECKING:
@@ -59,20 +48,12 @@ TestFile = Annotated[
         help="Held-out tasks (JSONL).", show_default="the scenario's test file, else a hash split of its tasks"
     ),
 ]
-UnsafePython = Annotated[
-    bool,
-    typer.Option(
-        "--unsafe-python-tool",
-        help=f"Run the python tool without isolation (no bubblewrap needed; same as {isolation.UNSAFE_ENV}=1): "
-        "model-written code can read, write and reach whatever you can.",
-    ),
-]
 
 
 @app.command("train")
 @run_flags
+@source_flags
 def train_command(
-    scenario: ScenarioArg = None,
     preset: Preset = None,
     epochs: int = option(TrainConfig, "epochs"),
     batch_size: int = option(TrainConfig, "batch_size"),
@@ -95,28 +76,18 @@ def train_command(
         Path | None,
         typer.Option(help="Run directory; an existing one is resumed.", show_default="runs/SCENARIO-TIME"),
     ] = None,
-    unsafe_python_tool: UnsafePython = False,
-    team: Team = None,
-    tasks_file: TasksFile = None,
-    reward: Reward = None,
-    question_field: QuestionField = "question",
-    answer_field: AnswerField = "answer",
+    source: SourceFlags = None,
     run: RunFlags = None,
 ) -> None:
     """Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."""
     from mas import runs
     from mas.cli.progress import bars, wanted
     from mas.cli.summary import count, failed_line, near, refused_line, starting_line
-    from mas.datasets import Fields
     from mas.library.store import LibraryStore
     from mas.models.wrappers import Counted
     from mas.train import train
 
-    _allow_unsafe_python(unsafe_python_tool)
-    spec = scenario_from(
-        scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note, trust=run.trust,
-    )  # fmt: skip
+    spec = source.load(test_file=test_file, say=_note, trust=run.trust)
     config = settings(
         train_config, {"budget": "--inject", "promotion": "--promote-every"}, preset=preset,
         tasks=tasks, epochs=epochs, batch_size=batch_size, group_size=group_size, temperature=temperature,
@@ -213,11 +184,6 @@ def _stepped(bar, report: StepReport, tracked) -> None:
 
 def _tell(message: str) -> None:
     out.print(shown(redact(message)), markup=False, highlight=False)
-
-
-def _allow_unsafe_python(allowed: bool) -> None:
-    if allowed:  # the python tool reads it where it checks its isolation, in this process
-        os.environ[isolation.UNSAFE_ENV] = "1"
 
 
 def _note(message: str) -> None:

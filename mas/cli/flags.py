@@ -1,24 +1,31 @@
-"""The run flags: the options that govern model calls, declared once here and given, with the
-same defaults, to every command that calls a model (``train``, ``eval``, ``ablate``,
-``transfer``, ``promote``) by the ``run_flags`` decorator:
+"""The run flags and the source flags, each declared once here and given, with the same defaults,
+to every command that needs them by a decorator. The run flags govern model calls (``train``,
+``eval``, ``ablate``, ``transfer``, ``promote``: ``run_flags``); the source flags say where the
+scenario comes from (SCENARIO, ``--team``, ``--tasks-file``, ...: ``train``, ``eval``,
+``ablate``, ``transfer``: ``source_flags``):
 
     @app.command("eval")
     @run_flags
-    def eval_command(scenario: ScenarioArg = None, ..., run: RunFlags = None) -> None:
+    @source_flags
+    def eval_command(k: int = ..., source: SourceFlags = None, run: RunFlags = None) -> None:
+        spec = source.load(say=print, trust=run.trust)
         async with run.open(clients) as (client, learner): ...
 
 Stage: none: the command line.
 
-The command gets them as one ``RunFlags`` in its parameter ``run``. A flag added to ``FLAGS``
-(and to ``RunFlags``) joins every such command at once; ``tests/test_run_flags.py`` checks that
-each command that calls a model has all of them, and that no command reaches a model another
-way.
+The command gets them as one ``RunFlags`` in its parameter ``run`` and one ``SourceFlags`` in
+its parameter ``source``, after its own options (the source flags first). A flag added to
+``FLAGS`` (and to ``RunFlags``) or to ``SOURCE_FLAGS`` (and to ``SourceFlags``) joins every
+such command at once; ``tests/test_run_flags.py`` and ``tests/test_source_flags.py`` check
+that each command that calls a model, or loads a scenario, has all of them, and that none does
+so another way.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Optional
@@ -26,11 +33,28 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 import typer
 
 from mas.cli.options import given, option
-from mas.cli.sources import LearnerConfig, ModelConfig, Models, Reasoning, Trust, models
+from mas.cli.sources import (
+    AnswerField,
+    LearnerConfig,
+    ModelConfig,
+    Models,
+    QuestionField,
+    Reasoning,
+    Reward,
+    ScenarioArg,
+    TasksFile,
+    Team,
+    Trust,
+    UnsafePython,
+    models,
+    scenario_from,
+)
 from mas.cli.tracking import Track
 from mas.config import RolloutConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mas.config import RolloutConfig as Settings
     from mas.cost import Price
     from mas.team.scenario import Scenario
@@ -141,21 +165,75 @@ FLAGS = {
 assert list(FLAGS) == [f.name for f in fields(RunFlags)]
 
 
-def run_flags(command):
-    """``command`` with the run flags as options after its own, given to it as one
-    ``RunFlags`` in its parameter ``run``."""
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.name != "run"]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
-        for name, (kind, default) in FLAGS.items()
-    ]
+@dataclass(frozen=True)
+class SourceFlags:
+    """The source flags as a command gets them: where its scenario comes from."""
 
-    @functools.wraps(command)
-    def with_flags(**values):
-        run = RunFlags(**{name: values.pop(name) for name in FLAGS})
-        return command(**values, run=run)
+    scenario: str | None
+    """SCENARIO: a scenario (a name or a folder) or a .jsonl file (with ``--team``: its tasks)."""
+    unsafe_python_tool: bool
+    team: Path | None
+    tasks_file: Path | None
+    reward: str | None
+    question_field: str
+    answer_field: str
 
-    with_flags.__signature__ = signature.replace(parameters=[*own, *added])
-    with_flags.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
-    return with_flags
+    def load(self, *, say: Callable | None, trust: list[str] | None, test_file: Path | None = None) -> Scenario:
+        """The scenario, read and checked now: a bad file or field is a
+        ``UserError`` naming it. With ``--unsafe-python-tool``, the python tool of this process
+        runs without isolation. ``say``, when given, is told how mas chose a team or reward;
+        ``trust`` is ``--trust``."""
+        from mas.datasets import Fields
+        from mas.tools import isolation
+
+        if self.unsafe_python_tool:  # the python tool reads it where it checks its isolation
+            os.environ[isolation.UNSAFE_ENV] = "1"
+        return scenario_from(
+            self.scenario, team=self.team, tasks_file=self.tasks_file, reward=self.reward,
+            fields=Fields(self.question_field, self.answer_field), test_file=test_file, say=say, trust=trust,
+        )  # fmt: skip
+
+
+SOURCE_FLAGS = {
+    "scenario": (ScenarioArg, None),
+    "unsafe_python_tool": (UnsafePython, False),
+    "team": (Team, None),
+    "tasks_file": (TasksFile, None),
+    "reward": (Reward, None),
+    "question_field": (QuestionField, "question"),
+    "answer_field": (AnswerField, "answer"),
+}
+"""Each source flag (and the SCENARIO argument): its type and its default."""
+assert list(SOURCE_FLAGS) == [f.name for f in fields(SourceFlags)]
+
+
+def _given_as(name: str, make: type, flags: dict):
+    """A decorator: the command with ``flags`` as options after its own, given to it as one
+    ``make(...)`` in its parameter ``name``."""
+
+    def decorate(command):
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != name]
+        added = [
+            inspect.Parameter(flag, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+            for flag, (kind, default) in flags.items()
+        ]
+
+        @functools.wraps(command)
+        def with_flags(**values):
+            group = make(**{flag: values.pop(flag) for flag in flags})
+            return command(**values, **{name: group})
+
+        with_flags.__signature__ = signature.replace(parameters=[*own, *added])
+        with_flags.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
+        return with_flags
+
+    return decorate
+
+
+run_flags = _given_as("run", RunFlags, FLAGS)
+"""``command`` with the run flags as options after its own, given to it as one ``RunFlags`` in
+its parameter ``run``."""
+source_flags = _given_as("source", SourceFlags, SOURCE_FLAGS)
+"""``command`` with the SCENARIO argument and the source flags as options after its own, given
+to it as one ``SourceFlags`` in its parameter ``source``."""

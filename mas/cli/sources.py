@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mas.errors import UserError
+from mas.tools import isolation
 
 if TYPE_CHECKING:  # imported where used: declaring the commands must stay fast
     from autogen_core.models import ChatCompletionClient
@@ -60,6 +61,14 @@ Reward = Annotated[
 QuestionField = Annotated[str, typer.Option("--question-field", help="The question's field in task files.")]
 AnswerField = Annotated[
     str, typer.Option("--answer-field", help="The answer's field in task files (a \\boxed{} solution is read).")
+]
+UnsafePython = Annotated[
+    bool,
+    typer.Option(
+        "--unsafe-python-tool",
+        help=f"Run the python tool without isolation (no bubblewrap needed; same as {isolation.UNSAFE_ENV}=1): "
+        "model-written code can read, write and reach whatever you can.",
+    ),
 ]
 ModelConfig = Annotated[
     Path | None,

@@ -15,10 +15,9 @@ import typer
 
 from mas import paths, runs
 from mas.cli import interrupt
-from mas.cli.commands import LibraryOpt, TestFile, UnsafePython, _allow_unsafe_python, _note, err
-from mas.cli.flags import RunFlags, run_flags
+from mas.cli.commands import LibraryOpt, TestFile, _note, err
+from mas.cli.flags import RunFlags, SourceFlags, run_flags, source_flags
 from mas.cli.options import option, settings
-from mas.cli.sources import AnswerField, QuestionField, Reward, ScenarioArg, TasksFile, Team, scenario_from
 from mas.cli.tables import print_ablation, print_eval, print_transfer
 from mas.cli.tracking import log_ablate, log_eval, log_transfer, params, tracker
 from mas.config import ABLATIONS, EvalConfig, TrainConfig
@@ -26,7 +25,6 @@ from mas.errors import UserError
 
 if TYPE_CHECKING:
     from mas.studies.evaluate import EvalResult
-    from mas.team.scenario import Scenario
 
 app = typer.Typer(rich_markup_mode=None)
 """These commands, for ``mas.cli.main`` to list under ``mas``."""
@@ -38,17 +36,6 @@ def _run_dir(kind: str) -> object:
     return typer.Option(
         None, "--run-dir", help="Run directory; an existing one is resumed.", show_default=f"runs/{kind}-SCENARIO-TIME"
     )
-
-
-def _scenario(
-    scenario, run: RunFlags, *, team, tasks_file, reward, question_field, answer_field, test_file, as_json
-) -> Scenario:
-    from mas.datasets import Fields
-
-    return scenario_from(
-        scenario, team=team, tasks_file=tasks_file, reward=reward, fields=Fields(question_field, answer_field),
-        test_file=test_file, say=_note if not as_json else None, trust=run.trust,
-    )  # fmt: skip
 
 
 def _starting(run_dir: Path, as_json: bool) -> None:
@@ -66,8 +53,8 @@ def _no_learning(run: RunFlags, command: str, as_json: bool) -> None:
 
 @app.command("eval")
 @run_flags
+@source_flags
 def eval_command(
-    scenario: ScenarioArg = None,
     k: int = option(EvalConfig, "k"),
     tasks: int | None = option(EvalConfig, "tasks", help="Evaluate on the first N held-out tasks."),
     library: LibraryOpt = None,
@@ -81,12 +68,7 @@ def eval_command(
     seed: int = option(EvalConfig, "seed"),
     run_dir: Path | None = _run_dir("eval"),
     as_json: AsJson = False,
-    unsafe_python_tool: UnsafePython = False,
-    team: Team = None,
-    tasks_file: TasksFile = None,
-    reward: Reward = None,
-    question_field: QuestionField = "question",
-    answer_field: AnswerField = "answer",
+    source: SourceFlags = None,
     run: RunFlags = None,
 ) -> None:
     """Mean@k and Pass@k without and with libraries, on the same held-out tasks and seeds.
@@ -96,11 +78,7 @@ def eval_command(
     from mas.studies import job
     from mas.studies.evaluate import check_held_out, library_config
 
-    _allow_unsafe_python(unsafe_python_tool)
-    spec = _scenario(
-        scenario, run, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
-        answer_field=answer_field, test_file=test_file, as_json=as_json,
-    )  # fmt: skip
+    spec = source.load(test_file=test_file, say=None if as_json else _note, trust=run.trust)
     config = settings(
         EvalConfig, k=k, tasks=tasks, temperature=temperature, max_tokens=max_tokens, seed=seed, **run.limits()
     )
@@ -179,8 +157,8 @@ async def _evaluations(study, plan, tasks: int, as_json: bool) -> list[EvalResul
 
 @app.command("transfer")
 @run_flags
+@source_flags
 def transfer_command(
-    scenario: ScenarioArg = None,
     k: int = option(EvalConfig, "k"),
     tasks: int | None = option(EvalConfig, "tasks", help="The first N held-out tasks."),
     library: LibraryOpt = None,
@@ -191,12 +169,7 @@ def transfer_command(
     seed: int = option(EvalConfig, "seed"),
     run_dir: Path | None = _run_dir("transfer"),
     as_json: AsJson = False,
-    unsafe_python_tool: UnsafePython = False,
-    team: Team = None,
-    tasks_file: TasksFile = None,
-    reward: Reward = None,
-    question_field: QuestionField = "question",
-    answer_field: AnswerField = "answer",
+    source: SourceFlags = None,
     run: RunFlags = None,
 ) -> None:
     """Role x role matrix: the change in Mean@k when role B's prompt gets role A's lessons (or,
@@ -207,11 +180,7 @@ def transfer_command(
     from mas.studies.transfer import from_trials as from_trials_of
     from mas.studies.transfer import recorded
 
-    _allow_unsafe_python(unsafe_python_tool)
-    spec = _scenario(
-        scenario, run, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
-        answer_field=answer_field, test_file=test_file, as_json=as_json,
-    )  # fmt: skip
+    spec = source.load(test_file=test_file, say=None if as_json else _note, trust=run.trust)
     path = library or paths.library_file(spec.name)
     if not path.exists():
         raise UserError(f"{path}: no such library file")
@@ -259,8 +228,8 @@ async def _transfer(spec, run: RunFlags, *, clients, heads, config, run_dir, lib
 
 @app.command("ablate")
 @run_flags
+@source_flags
 def ablate_command(
-    scenario: ScenarioArg = None,
     variants: str | None = typer.Option(None, help=f"Comma-separated subset of: {', '.join(ABLATIONS)}."),
     tasks: int = typer.Option(8, min=1, help="Training tasks."),
     test_tasks: int = typer.Option(20, min=1, help="Held-out tasks."),
@@ -270,23 +239,14 @@ def ablate_command(
     seed: int = option(TrainConfig, "seed"),
     run_dir: Path | None = _run_dir("ablate"),
     as_json: AsJson = False,
-    unsafe_python_tool: UnsafePython = False,
-    team: Team = None,
-    tasks_file: TasksFile = None,
-    reward: Reward = None,
-    question_field: QuestionField = "question",
-    answer_field: AnswerField = "answer",
+    source: SourceFlags = None,
     run: RunFlags = None,
 ) -> None:
     """The paper's ablations and ours, trained and evaluated alike, in one table."""
     from mas.studies import job
     from mas.studies.ablate import recorded
 
-    _allow_unsafe_python(unsafe_python_tool)
-    spec = _scenario(
-        scenario, run, team=team, tasks_file=tasks_file, reward=reward, question_field=question_field,
-        answer_field=answer_field, test_file=None, as_json=as_json,
-    )  # fmt: skip
+    spec = source.load(say=None if as_json else _note, trust=run.trust)
     chosen = _variants(variants)
     limits = run.limits()
     train_config = settings(TrainConfig, tasks=tasks, epochs=epochs, group_size=group_size, seed=seed, **limits)
