@@ -99,8 +99,7 @@ async def run_step(
             store, config.promotion, client=learner, seed=config.seed, temperature=config.learning_temperature,
             meter=meter,
         )  # fmt: skip
-    # With exposure off nothing is randomized: no lesson has evidence to keep it at the end.
-    pruned = hierarchy.prune(store, config.promotion, provenance, last=last and not config.exposure.off)
+    pruned = hierarchy.prune(store, config.promotion, provenance, last=last)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []
     if promote:
