@@ -7,7 +7,9 @@ Goal: ``ray`` with 2 workers >= 1.7x the calls per second of ``local`` on 2 core
 with every executor, ``--workers 1,4`` say). Reported per
 executor: efficiency (the bound of the step's call dependencies, ``bound.py``, over the wall
 time), calls per second, and the CPU per model call of each kind of process (this one, the
-workers, Ray's own, the endpoint); the CPU a rollout's trip to a worker costs (pickling its job
+workers, Ray's own, the endpoint); the rollouts' own ratio beside their latency bound, and the
+most the step could reach with them at it (the learning stages stay in this process, whatever
+the executor); the CPU a rollout's trip to a worker costs (pickling its job
 and the ``Rollout`` it returns, with its calls' replies, per model call); and, from the
 measured CPU per call, an estimate on paper for 8 machines x 16 workers.
 
@@ -82,14 +84,17 @@ async def step(spec, url: str, folder: Path, workers: int, endpoint: int) -> dic
         pids["Ray's own"] = sorted(descendants(os.getpid()) - {*pids["workers"], endpoint})
         pids["endpoint"] = [endpoint]
         before = {kind: cpu_of(p) for kind, p in pids.items()}
-        cpu, started = time.process_time(), time.perf_counter()
+        cpu, started, ended = time.process_time(), time.perf_counter(), []
         result = await train(
             spec, client=client, store=LibraryStore(folder / "lib.json"), run_dir=folder / "run", config=config,
-            executor=executor,
+            executor=executor, on_rollout=lambda n: ended.append(time.perf_counter() - started),
         )  # fmt: skip
         wall = time.perf_counter() - started
         used = {"this process": time.process_time() - cpu, **{k: cpu_of(p) - before[k] for k, p in pids.items()}}
-    return {"report": result.steps[0], "wall": wall, "cpu": used, "journal": folder / "run" / "journal.jsonl"}
+    return {
+        "report": result.steps[0], "wall": wall, "rollouts": ended[-1], "cpu": used,
+        "journal": folder / "run" / "journal.jsonl",
+    }  # fmt: skip
 
 
 def _executor(spec, opener, workers: int):
@@ -214,6 +219,15 @@ def report(rows: dict, args) -> int:
     print(
         f"with every core busy: at most {ceiling / local_ceiling:.2f}x ({ceiling:.0f} against {local_ceiling:.0f} calls/s)"
     )
+    # The learning stages stay in this process, the same with any executor: with the rollouts at
+    # their latency bound, the step could take no less than that bound plus ray's learning stages.
+    learning = two["wall"] - two["rollouts"]
+    fastest = first.calls["rollout"].calls * args.latency / args.slots
+    print(
+        f"the rollouts alone: {local['rollouts'] / two['rollouts']:.2f}x ({two['rollouts']:.1f} s against"
+        f" {local['rollouts']:.1f}, bound {fastest:.1f}); the learning stages after them take {learning:.1f} s:"
+    )
+    print(f"with the rollouts at their bound, the step could reach {local['wall'] / (fastest + learning):.2f}x at most")
     print(f"CPU per call over local, all processes: {(two['all'] - local['all']) * 1000:+.1f} ms; of it, pickling")
     print(f"a rollout's job and its result both ways: {trip / rollout_calls * 1000:.2f} ms per rollout call")
     paper(two)
