@@ -13,11 +13,12 @@ from pydantic import TypeAdapter
 
 from mas import texts
 from mas.library.edits import apply, parse_edits, parse_items
+from mas.library.promotion import helps
 from mas.redact import secret_in
 from mas.screen import screen, step_material
 from mas.step.context import Context
 from mas.step.learn import journaled
-from mas.types.lessons import GLOBAL, Edit, Rejected, Version
+from mas.types.lessons import GLOBAL, Delete, Edit, Rejected, Version
 from mas.types.refusals import QuarantineItem
 from mas.types.replies import AddOperation, Advantage, DeleteOperation, ModifyOperation, Operation, edit_schema
 from mas.types.rollouts import Group
@@ -122,12 +123,36 @@ def screened_edits(
     return kept, refused
 
 
+def overruled(ctx: Context, library: str, edits: list[Edit]) -> tuple[list[Edit], list[Rejected]]:
+    """The edits to apply, and the deletes the evidence refuses: those of a lesson shown to
+    help a role that reads it (``PromotionPolicy.overrule``). The model proposed the delete
+    from one group; the lesson's randomized evidence comes from every group that showed it."""
+    policy = ctx.config.promotion
+    if not policy.overrule:
+        return edits, []
+    roles = ctx.scenario.role_names if library == GLOBAL else [library]
+    kept, refused = [], []
+    for item in edits:
+        shown = [e for r in roles if (e := ctx.effects.get((r, getattr(item, "id", "")))) and helps(e, policy)]
+        if isinstance(item, Delete) and shown:
+            e = max(shown, key=lambda e: e.e_value)
+            reason = (
+                f"its evidence shows it helps the {e.role} (e-value {e.e_value:.0f} over {e.tasks} tasks, "
+                f"effect {e.effect:+.2f}): the rollouts overrule the delete"
+            )
+            refused.append(Rejected(edit=item.model_dump(mode="json"), reason=reason))
+        else:
+            kept.append(item)
+    return kept, refused
+
+
 def apply_edits(ctx: Context, library: str, edits: list[Edit], rejected: list[Rejected]) -> Version:
     shared = ctx.heads[GLOBAL].lessons if library != GLOBAL else []
+    edits, overrules = overruled(ctx, library, edits)
     version, refused = apply(
         ctx.heads[library], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
     )
-    return version.model_copy(update={"rejected": rejected + refused})
+    return version.model_copy(update={"rejected": rejected + overrules + refused})
 
 
 async def edit_all(

@@ -1,0 +1,94 @@
+"""A model that deletes lessons is overruled by the evidence only where the evidence shows help.
+
+The world: the solver's prompt starts with two lessons, one that raises the team's chance of
+success from 0.15 to 0.85 and one that does nothing. After its first dozen groups the advantage
+model asks to delete every solver lesson it sees, the way a weak model deletes what the losers
+of one group happened to be shown. The lesson shown to help stays and each refused delete is
+kept with its evidence; the one that does nothing goes; with ``overrule`` off both go.
+"""
+
+import asyncio
+import json
+import re
+
+from mas.config import PromotionPolicy, TrainConfig
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient, Request, shown
+from mas.team.scenario import Scenario, load_role
+from mas.train import train
+from mas.types.lessons import Lesson, Version
+from mas.types.tasks import Task
+
+HELPS = "Write every intermediate result down before using it."
+NOTHING = "Keep each reply to a few short sentences."
+
+
+class World:
+    def __init__(self):
+        self.groups = 0
+        self.solver_saw: dict[int, list[str]] = {}
+
+    def respond(self, request: Request) -> str:
+        if request.schema is not None:
+            return json.dumps(self.learning(request.schema.__name__, "\n".join(request.messages)))
+        role = re.search(r"You are the (\w+)", request.system).group(1)
+        if role == "solver":
+            self.solver_saw[request.seed] = shown(request.system)
+        if role != "verifier":
+            return f"{role} did its part."
+        chance = 0.85 if HELPS in self.solver_saw.pop(request.seed, []) else 0.15
+        number = re.search(r"\d+", request.messages[0]).group(0)
+        return f"ANSWER: {number if request.unit('outcome') < chance else '0'}"
+
+    def learning(self, schema: str, body: str) -> dict:
+        if schema == "Summary":
+            return {"roles": [], "outcome": "scripted"}
+        if schema == "Advantage":
+            self.groups += 1
+            ids = sorted(set(re.findall(r"\b(solver/\d{4})\b", body))) if self.groups > 12 else []
+            ops = [{"op": "delete", "id": i, "reason": "the losers followed it"} for i in ids]
+            return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": ["solver"], "operations": ops}
+        if schema == "EditBatch":
+            deletes = re.findall(r"^- delete \[(\S+)\]", body, re.M)
+            return {"edits": [{"op": "delete", "id": i} for i in deletes] or [{"op": "keep"}]}
+        return {"reason": "scripted", "same": False, "merged": ""}
+
+
+def run(tmp_path, overrule: bool) -> tuple[dict[str, str], list[dict]]:
+    roles = [load_role(r) for r in ("planner", "solver", "verifier")]
+    tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(16)]
+    scenario = Scenario("overrule", roles, tasks, "numeric", test_tasks=[])
+    store = LibraryStore(tmp_path / "lib.json")
+    lessons = [Lesson(id="solver/0001", text=HELPS), Lesson(id="solver/0002", text=NOTHING)]
+    store.commit([Version(library="solver", number=1, next_id=3, lessons=lessons)])
+    config = TrainConfig(epochs=2, seed=3, group_size=6, promotion=PromotionPolicy(overrule=overrule))
+    world = World()
+    asyncio.run(train(scenario, client=FakeClient(world.respond), store=store, run_dir=tmp_path / "run", config=config))
+    assert world.groups > 12  # the deletes were asked for
+    refused = [json.loads(line) for line in (tmp_path / "lib.rejected.jsonl").read_text().splitlines() if line]
+    return gone(store), refused
+
+
+def gone(store: LibraryStore) -> dict[str, str]:
+    """Lesson text -> the stage of the version that removed it (``edit``: the model's delete)."""
+    out, before = {}, {}
+    for version in store.versions("solver"):
+        now = {l.id: l.text for l in version.lessons}
+        out.update({text: version.provenance.stage for i, text in before.items() if i not in now})
+        before = now
+    return out
+
+
+def test_a_delete_of_a_lesson_shown_to_help_is_refused_with_its_evidence(tmp_path):
+    removed, refused = run(tmp_path, overrule=True)
+    assert HELPS not in removed
+    assert removed.get(NOTHING) == "edit"  # the model's delete of a lesson not shown to help is applied
+    overruled = [r for r in refused if "overrule" in json.dumps(r)]
+    assert overruled, "the refused deletes are kept with their reason"
+    assert all("solver/0001" in json.dumps(r) and "e-value" in json.dumps(r) for r in overruled)
+
+
+def test_with_overrule_off_the_model_deletes_what_it_likes(tmp_path):
+    removed, refused = run(tmp_path, overrule=False)
+    assert removed.get(HELPS) == "edit"
+    assert not any("overrule" in json.dumps(r) for r in refused)
