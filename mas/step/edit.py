@@ -133,12 +133,13 @@ def overruled(ctx: Context, library: str, edits: list[Edit]) -> tuple[list[Edit]
     roles = ctx.scenario.role_names if library == GLOBAL else [library]
     kept, refused = [], []
     for item in edits:
-        shown = [e for r in roles if (e := ctx.effects.get((r, getattr(item, "id", "")))) and helps(e, policy)]
-        if isinstance(item, Delete) and shown:
-            e = max(shown, key=lambda e: e.e_value)
+        evidence = [ctx.effects.get((role, item.id)) for role in roles] if isinstance(item, Delete) else []
+        helped = [e for e in evidence if e is not None and helps(e, policy)]
+        if helped:
+            best = max(helped, key=lambda e: e.e_value)
             reason = (
-                f"its evidence shows it helps the {e.role} (e-value {e.e_value:.0f} over {e.tasks} tasks, "
-                f"effect {e.effect:+.2f}): the rollouts overrule the delete"
+                f"its evidence shows it helps the {best.role} (e-value {best.e_value:.0f} over {best.tasks} tasks, "
+                f"effect {best.effect:+.2f}): the rollouts overrule the delete"
             )
             refused.append(Rejected(edit=item.model_dump(mode="json"), reason=reason))
         else:
