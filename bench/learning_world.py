@@ -56,6 +56,7 @@ that truly harms a role it reaches (recall stated, no goal). One flag per featur
 
     .venv/bin/python bench/learning_world.py               # the full run (about 10 minutes on 2 cores)
     .venv/bin/python bench/learning_world.py --more-data   # and with more data (about 35 minutes)
+    .venv/bin/python bench/learning_world.py --paper       # and at the paper's size, 100 tasks (about 40 minutes)
     .venv/bin/python bench/learning_world.py --quick       # fewer seeds
     .venv/bin/python bench/learning_world.py --hard        # today's world and the hard world (15-40 minutes)
     .venv/bin/python bench/learning_world.py --hard --no-drift --judge never   # one feature off, one judge
@@ -691,6 +692,8 @@ class Arm(NamedTuple):
     """Planted seeds of this arm, when not the run's default."""
     variant: str = ""
     """A name of ``VARIANTS``: settings that differ from mas's defaults."""
+    batch_size: int | None = None
+    """Tasks per step, when not mas's default (4)."""
 
 
 ARMS = [Arm("randomized (mas)"), Arm("old rule", old=True)]
@@ -706,6 +709,10 @@ one half; 8 trials; and mas's defaults (idle lessons pruned after 20 tasks)."""
 MORE_DATA = [Arm("mas, 80 tasks", tasks=80), Arm("mas, groups of 8", group_size=8)]
 """What more data buys, at the same settings otherwise (``--more-data``): twice the tasks an
 epoch, or groups of 8 rollouts instead of 5."""
+PAPER = [Arm("mas, --preset paper", tasks=100, batch_size=50), Arm("mas, 100 tasks, batch 4", tasks=100)]
+"""The paper's size (``--paper``): 100 tasks an epoch, as ``mas train --preset paper`` runs them
+(steps of 50 tasks), and in mas's default steps of 4; goals of issue 26: recall >= 0.90,
+precision >= 0.95, false promotions in <= 1 of 20 null seeds."""
 HARD_JUDGES = ("overlap", "same", "never")
 """The judge's systematic errors, one row of the hard world each under ``--hard``."""
 FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
@@ -713,7 +720,7 @@ FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
 
 def _job(job: tuple[Arm, int, bool]) -> Outcome:
     arm, seed, null = job
-    settings = VARIANTS.get(arm.variant, {})
+    settings = VARIANTS.get(arm.variant, {}) | ({"batch_size": arm.batch_size} if arm.batch_size else {})
     return run(
         seed, null=null, old=arm.old, tasks=arm.tasks, group_size=arm.group_size, hard=arm.hard, settings=settings
     )
@@ -787,6 +794,7 @@ def main() -> int:
     parser.add_argument(
         "--variants", action="store_true", help="also the variants of mas tried for issue 26 (no old rule)"
     )
+    parser.add_argument("--paper", action="store_true", help="also mas at the paper's size: 100 tasks an epoch")
     parser.add_argument("--no-today", action="store_true", help=f"leave out today's rule (commit {today_rule.TODAY})")
     hard = parser.add_argument_group("the hard world (bench/hard_world.py), beside today's (mas only, no old rule)")
     hard.add_argument("--hard", action="store_true", help="every feature on, one row per judge error")
@@ -801,7 +809,13 @@ def main() -> int:
     if args.quick:
         extra = [a._replace(seeds=min(a.seeds or 4, 4)) for a in extra]
     variants = [Arm(name, variant=name) for name in VARIANTS] if args.variants else []
-    arms = variants + ([ARMS[0]] if extra or variants else ARMS) + (MORE_DATA if args.more_data else []) + extra
+    arms = (
+        variants
+        + ([ARMS[0]] if extra or variants else ARMS)
+        + (MORE_DATA if args.more_data else [])
+        + (PAPER if args.paper else [])
+        + extra
+    )
     started = time.perf_counter()
     seeds = {arm: range(arm.seeds) if arm.seeds else planted_seeds for arm in arms}
     jobs = [(arm, s, False) for arm in arms for s in seeds[arm]]
@@ -847,6 +861,16 @@ def main() -> int:
     )
     for goal, ok in goals:
         print(f"{'PASS' if ok else 'FAIL'}  {goal}")
+    for arm in PAPER if args.paper else []:
+        row = table[arm.label]
+        print(f"{arm.label}:")
+        for goal, ok in (
+            ("promotion recall >= 0.90", row["recall"] >= 0.90),
+            ("promotion precision >= 0.95", row["precision"] >= 0.95),
+            ("false promotions in <= 1 of 20 null seeds", row["null"] <= 0.05 * row["nulls"]),
+        ):
+            print(f"{'PASS' if ok else 'FAIL'}  {goal}")
+            goals.append((goal, ok))
     for arm in extra:
         row = table[arm.label]
         hard_goals = [

@@ -391,3 +391,96 @@ def test_twins_whose_own_evidence_disagrees_are_split_not_merged(tmp_path):
     assert hierarchy.snapshot(store, PromotionPolicy()).classes == {}  # drawn apart from the next step on
     later = stamp.model_copy(update={"step": 1})
     assert not asyncio.run(hierarchy.promote(store, PromotionPolicy(), later, budget=Budget()))  # split once
+
+
+def test_a_promotion_takes_the_text_whose_own_showing_carries_the_evidence(tmp_path):
+    """The judge called the solver's "do the steps in the order given" the same as the
+    verifier's "reread the question". Only the second was shown, in the verifier's rollouts and
+    in its trial with the planner, and it helped both: the class passes in two roles on its
+    evidence alone, and the global lesson must say what was shown, not what its twin says.
+    (Taking the first member's text, as before, promoted "order" on reread's evidence.)"""
+    from mas.types.lessons import Budget
+
+    order = Lesson(id="solver/0001", text="When several steps depend on each other, do them in the order given.")
+    reread = Lesson(id="verifier/0001", text="Reread the question before the final answer.")
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([
+        Version(library="solver", number=1, next_id=2, lessons=[order]),
+        Version(library="verifier", number=1, next_id=2, lessons=[reread]),
+    ])  # fmt: skip
+    rng = random.Random(5)
+    events = []
+    for task in range(20):
+        for role, lesson, effect in (("solver", order, 0.0), ("verifier", reread, 0.4), ("planner", reread, 0.4)):
+            shown = set(rng.sample(range(5), 2))
+            events += [
+                UsageEvent(run="r", epoch=0, step=0, task_id=f"{role}{task}", rollout=i, role=role,
+                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
+                           reward=float(rng.random() < 0.3 + (effect if i in shown else 0)), advantage=0.0)
+                for i in range(5)
+            ]  # fmt: skip
+    side = SideFiles(store.path)
+    side.usage.append(StepKey("r", 0, 0), events)
+    judged = Judge(side.equivalence, client=None, overlap=0.3)
+    for _ in range(2):
+        judged._append("canary", reread.text, "Never reread.", Equivalence(reason="x", same=False))
+    judged._append(_key(order.text, reread.text), order.text, reread.text, Equivalence(reason="x", same=True))
+
+    moves = asyncio.run(
+        hierarchy.promote(store, PromotionPolicy(), Provenance(run="p", epoch=0, step=0), budget=Budget())
+    )
+    promoted = [m for m in moves if m.kind == "promote"]
+    assert len(promoted) == 1 and promoted[0].roles == ["planner", "verifier"]
+    assert promoted[0].text == reread.text
+    assert [l.text for l in store.head("global").lessons] == [reread.text]
+
+
+@pytest.mark.parametrize(
+    "answers, same, calls",
+    [([False, True, True], True, 3), ([False, True, False], False, 3), ([False, False], False, 2)],
+)
+def test_a_different_verdict_gets_a_second_look_both_ways_round(tmp_path, answers, same, calls):
+    """A judge that errs on one call in ten misses a tenth of the twins on one look. The
+    second look asks twice more, once each way round, and believes "same" only from both."""
+    judge_model = Scripted(answers)
+    judge = Judge(tmp_path / "eq.jsonl", client=FakeClient(judge_model.respond), overlap=0.3)
+    a, b = Lesson(id="solver/0001", text="Check the units."), Lesson(id="verifier/0001", text="Keep the units right.")
+    asyncio.run(judge.judge_all([(a, b)]))
+    assert not judge.known_same(a, b) and len(judge_model.asked) == 1
+    asyncio.run(judge.look_again([(a, b)]))
+    assert judge.known_same(a, b) is same and len(judge_model.asked) == calls
+    assert judge_model.asked[1] == (b.text, a.text)
+    again = Judge(tmp_path / "eq.jsonl", client=FakeClient(judge_model.respond), overlap=0.3)
+    assert again.known_same(a, b) is same  # kept beside the library
+    asyncio.run(again.look_again([(a, b)]))
+    assert len(judge_model.asked) == calls  # one second look a pair
+
+
+@pytest.mark.parametrize("helping", [True, False])
+def test_after_a_step_lessons_of_two_roles_that_each_help_get_the_second_look(tmp_path, helping):
+    """Two paraphrases, one in the solver's library and one in the verifier's, each shown to
+    help its own role; the judge's first call said "different". The step's judging looks
+    again, and they are one class from then on. Without evidence that both help, one call."""
+    a = Lesson(id="solver/0001", text="Check the units of every quantity.")
+    b = Lesson(id="verifier/0001", text="Make sure each quantity keeps its unit.")
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([
+        Version(library="solver", number=1, next_id=2, lessons=[a]),
+        Version(library="verifier", number=1, next_id=2, lessons=[b]),
+    ])  # fmt: skip
+    rng, events = random.Random(1), []
+    for task in range(8 if helping else 0):
+        for role, lesson in (("solver", a), ("verifier", b)):
+            shown = set(rng.sample(range(5), 2))
+            events += [
+                UsageEvent(run="r", epoch=0, step=0, task_id=f"{role}{task}", rollout=i, role=role,
+                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
+                           reward=float(i in shown or rng.random() < 0.2), advantage=0.0)
+                for i in range(5)
+            ]  # fmt: skip
+    SideFiles(store.path).usage.append(StepKey("r", 0, 0), events)
+    judge_model = Scripted([False, True, True])
+    policy = PromotionPolicy(overlap=0.01)  # a pair sharing a word is a candidate
+    asyncio.run(hierarchy.judge_new(store, policy, client=FakeClient(judge_model.respond)))
+    assert len(judge_model.asked) == (3 if helping else 1)
+    assert hierarchy.snapshot(store, policy).classes == ({a.id: a.id, b.id: a.id} if helping else {})

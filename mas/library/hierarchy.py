@@ -111,7 +111,22 @@ async def judge_new(
     now = snapshot(store, policy, judge)
     pairs = [(a, b) for a, b in _pairs(now.heads, now.effects, policy, judge) if judge.open(a, b)]
     await judge.judge_all(pairs)
+    await judge.look_again(_helping(now.heads, now.effects, policy))
     return len(pairs) if client is not None else 0
+
+
+def _helping(heads: dict[str, Version], known: dict[tuple[str, str], Effect], policy: PromotionPolicy):
+    """Pairs of lessons of two private libraries, each with evidence over ``min_tasks`` tasks
+    that showing it helps its own role (an estimate above zero): twins there are what a
+    promotion pools."""
+    found = [
+        l for v in heads.values() if v.library != GLOBAL for l in v.lessons
+        if (e := known.get((v.library, l.id))) is not None and e.tasks >= policy.min_tasks and e.effect > 0
+    ]  # fmt: skip
+    for i, a in enumerate(found):
+        for b in found[i + 1 :]:
+            if a.id.rpartition("/")[0] != b.id.rpartition("/")[0]:
+                yield a, b
 
 
 def enforce_budgets(
@@ -233,4 +248,5 @@ async def _plan(
         name: v.model_copy(update={"lessons": [l for l in v.lessons if l.id not in merged]})
         for name, v in heads.items()
     }
-    return moves + promotion.plan(kept, now.tallies, policy, same=judge.known_same, roles=roles)
+    own = side.evidence.contrasts(lineage=known)
+    return moves + promotion.plan(kept, now.tallies, policy, same=judge.known_same, roles=roles, own=own)

@@ -43,19 +43,29 @@ def plan(
     *,
     same: Same,
     roles: list[str] | None = None,
+    own: dict[tuple[str, str], Tally] | None = None,
 ) -> list[PromotionMove]:
     """The moves the evidence justifies now. ``roles``: the team's (else the roles with a
-    library or with evidence; a role not counted could not stop a demotion)."""
+    library or with evidence; a role not counted could not stop a demotion). ``own``: each
+    lesson's evidence as itself (its lineage, no twins), which says whose text a promotion
+    takes; without it, ``tallies``."""
     known = {v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies}
     roles = sorted(known | set(roles or ()))
-    return _promotions(heads, tallies, policy, same, roles) + _demotions(heads, tallies, policy, roles)
+    return _promotions(heads, tallies, own or tallies, policy, same, roles) + _demotions(heads, tallies, policy, roles)
 
 
-def _promotions(heads, tallies, policy, same: Same, roles: list[str]) -> list[PromotionMove]:
+def _promotions(heads, tallies, own, policy, same: Same, roles: list[str]) -> list[PromotionMove]:
     """For each role, the lesson's own randomized evidence: its contrasts where it is, its
     transfer trials elsewhere; for a role that has its own copy in other words (judged the
     same) instead of a trial, that copy's evidence. The copies are merged into the promoted
-    lesson (deleted), and it keeps their evidence (its lineage)."""
+    lesson (deleted), and it keeps their evidence (its lineage).
+
+    The promoted text is that of the member whose own showing carries the evidence in the
+    roles it helps (``_carrier``): twins are shown as one class, so when the judge calls two
+    different lessons the same, the class's evidence may be all one member's. (In the learning
+    world, the judge calling "do the steps in the order given" the same as "reread the
+    question" promoted the first's text on the second's evidence: one wrong promotion and one
+    missed.)"""
     shared = heads.get(GLOBAL, Version.empty(GLOBAL)).lessons
     taken: set[str] = set()
     moves = []
@@ -71,12 +81,13 @@ def _promotions(heads, tallies, policy, same: Same, roles: list[str]) -> list[Pr
             helped = [e.role for e in evidence if helps(e, policy)]
             if len(helped) < policy.min_roles:
                 continue
-            merged = sorted({lesson.id, *(m.id for group in copies.values() for m in group)} - taken)
+            members = {m.id: m for m in (lesson, *(m for group in copies.values() for m in group)) if m.id not in taken}
+            merged = sorted(members)
             taken.update(merged)
             moves.append(
                 PromotionMove(
                     kind="promote",
-                    text=lesson.text,
+                    text=_carrier(list(members.values()), helped, own).text,
                     lessons=merged,
                     evidence=evidence,
                     roles=helped,
@@ -84,6 +95,16 @@ def _promotions(heads, tallies, policy, same: Same, roles: list[str]) -> list[Pr
                 )  # fmt: skip
             )
     return moves
+
+
+def _carrier(members: list[Lesson], roles: list[str], own: dict[tuple[str, str], Tally]) -> Lesson:
+    """The member whose own smallest e-value over ``roles`` is the largest (the weakest role
+    decides, as it does the promotion), then whose product is; the first on a tie."""
+
+    def logs(m: Lesson) -> list[float]:
+        return [own[(r, m.id)].peak if (r, m.id) in own else 0.0 for r in roles]
+
+    return max(members, key=lambda m: (min(logs(m)), sum(logs(m))))
 
 
 def _evidence(role: str, lesson: Lesson, copies: list[Lesson], tallies, policy: PromotionPolicy) -> Effect:

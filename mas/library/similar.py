@@ -83,9 +83,13 @@ class Judge:
         self.known: dict[str, Equivalence] = {}
         self.canaries: list[bool] = []
         """Whether the model told each canary (a lesson and its negation) apart, in order."""
+        self.looked: set[str] = set()
+        """Pairs given their second look (``look_again``)."""
         for key, verdict in self._read():
             if key == CANARY:
                 self.canaries.append(not verdict.same)
+            elif key.startswith(AGAIN):
+                self.looked.add(key.removeprefix(AGAIN))
             else:
                 self.known[key] = verdict
 
@@ -154,6 +158,38 @@ class Judge:
         replies = await asyncio.gather(*(self._decide(a, b, key) for key, (a, b) in todo.items()))
         for (key, (a, b)), reply in zip(todo.items(), replies, strict=True):
             self._record(key, a, b, reply)
+
+    async def look_again(self, pairs: Iterable[tuple[Lesson, Lesson]]) -> None:
+        """A second look at pairs of two libraries that one call judged different: the model
+        is asked twice more, once each way round, and "same" only if both say so (a wrong
+        "same" merges and deletes). For the pairs that matter most: two lessons each shown to
+        help its own role (the caller chooses them), where a missed twin leaves each with half
+        the evidence and the promotion that pools them undone. A judge that errs on one call
+        in ten misses a tenth of the twins on one look, about one in a hundred on two; one
+        whose errors do not vary from call to call gains nothing, and loses nothing but calls.
+        Each pair once, kept beside the library."""
+        if self.client is None or not self.trusted:
+            return
+        todo = {}
+        for a, b in pairs:
+            key = _key(a.text, b.text)
+            found = self.known.get(key)
+            if key not in self.looked and self.ruled(a, b) is None and found is not None and not found.same:
+                todo.setdefault(key, (a, b))
+        replies = await asyncio.gather(*(self._again(a, b, key) for key, (a, b) in todo.items()))
+        for (key, (a, b)), reply in zip(todo.items(), replies, strict=True):
+            if reply is not None:
+                self.looked.add(key)
+                self._append(AGAIN + key, a.text, b.text, reply)
+                if reply.same:
+                    self._record(key, a, b, reply)
+
+    async def _again(self, a: Lesson, b: Lesson, key: str) -> Equivalence | None:
+        first = await self._one(b, a, key, 3)
+        if first is None or not first.same:
+            return first
+        second = await self._one(a, b, key, 4)
+        return second if second is None or not second.same else first
 
     async def _decide(self, a: Lesson, b: Lesson, key: str) -> Equivalence | None:
         """A "same" is asked again with the lessons the other way round, and a third time if
@@ -236,6 +272,9 @@ CANARIES = 2
 
 CANARY = "canary"
 """The key of a canary's line in the judgements log."""
+
+AGAIN = "again/"
+"""The prefix of the key of a second look's line in the judgements log (``Judge.look_again``)."""
 
 
 def negation(text: str) -> str:
