@@ -194,7 +194,8 @@ class Judge:
     async def _decide(self, a: Lesson, b: Lesson, key: str) -> Equivalence | None:
         """A "same" is asked again with the lessons the other way round, and a third time if
         the two disagree: "same" merges and deletes lessons, and a judge may lean towards one
-        position. A "different" stands on one call (the safe side). 1 to 3 calls a pair.
+        position. A "different" stands on one call (the safe side), except between two lessons
+        that each help their own role (``look_again``). 1 to 3 calls a pair.
         None: no valid reply (counted in the meter); the pair stays different, and is asked
         again later."""
         first = await self._one(a, b, key, 0)
