@@ -45,6 +45,30 @@ def copies_shown_at_random(seed=0, tasks=60):
     return events
 
 
+def shown_to_two_of_five(rows, *, tasks, seed):
+    """Usage events of ``tasks`` groups of five per (role, lesson, effect) of ``rows``: the lesson
+    shown to two rollouts drawn at random, the chance of success 0.3 plus ``effect`` when shown."""
+    rng, events = random.Random(seed), []
+    for task in range(tasks):
+        for role, lesson, effect in rows:
+            shown = set(rng.sample(range(5), 2))
+            events += [
+                UsageEvent(run="r", epoch=0, step=0, task_id=f"{lesson.id}:{task}", rollout=i, role=role,
+                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
+                           reward=float(rng.random() < 0.3 + (effect if i in shown else 0)), advantage=0.0)
+                for i in range(5)
+            ]  # fmt: skip
+    return events
+
+
+def two_libraries(tmp_path, first: Lesson, second: Lesson) -> LibraryStore:
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit([
+        Version(library=lesson.id.partition("/")[0], number=1, next_id=2, lessons=[lesson]) for lesson in (first, second)
+    ])  # fmt: skip
+    return store
+
+
 def test_two_copies_shown_side_by_side_get_the_class_effect():
     events = copies_shown_at_random()
     apart = evidence.estimate(events)
@@ -403,22 +427,9 @@ def test_a_promotion_takes_the_text_whose_own_showing_carries_the_evidence(tmp_p
 
     order = Lesson(id="solver/0001", text="When several steps depend on each other, do them in the order given.")
     reread = Lesson(id="verifier/0001", text="Reread the question before the final answer.")
-    store = LibraryStore(tmp_path / "lib.json")
-    store.commit([
-        Version(library="solver", number=1, next_id=2, lessons=[order]),
-        Version(library="verifier", number=1, next_id=2, lessons=[reread]),
-    ])  # fmt: skip
-    rng = random.Random(5)
-    events = []
-    for task in range(20):
-        for role, lesson, effect in (("solver", order, 0.0), ("verifier", reread, 0.4), ("planner", reread, 0.4)):
-            shown = set(rng.sample(range(5), 2))
-            events += [
-                UsageEvent(run="r", epoch=0, step=0, task_id=f"{role}{task}", rollout=i, role=role,
-                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
-                           reward=float(rng.random() < 0.3 + (effect if i in shown else 0)), advantage=0.0)
-                for i in range(5)
-            ]  # fmt: skip
+    store = two_libraries(tmp_path, order, reread)
+    rows = (("solver", order, 0.0), ("verifier", reread, 0.4), ("planner", reread, 0.4))
+    events = shown_to_two_of_five(rows, tasks=20, seed=5)
     side = SideFiles(store.path)
     side.usage.append(StepKey("r", 0, 0), events)
     judged = Judge(side.equivalence, client=None, overlap=0.3)
@@ -463,21 +474,8 @@ def test_after_a_step_lessons_of_two_roles_that_each_help_get_the_second_look(tm
     again, and they are one class from then on. Without evidence that both help, one call."""
     a = Lesson(id="solver/0001", text="Check the units of every quantity.")
     b = Lesson(id="verifier/0001", text="Make sure each quantity keeps its unit.")
-    store = LibraryStore(tmp_path / "lib.json")
-    store.commit([
-        Version(library="solver", number=1, next_id=2, lessons=[a]),
-        Version(library="verifier", number=1, next_id=2, lessons=[b]),
-    ])  # fmt: skip
-    rng, events = random.Random(1), []
-    for task in range(8 if helping else 0):
-        for role, lesson in (("solver", a), ("verifier", b)):
-            shown = set(rng.sample(range(5), 2))
-            events += [
-                UsageEvent(run="r", epoch=0, step=0, task_id=f"{role}{task}", rollout=i, role=role,
-                           shown=[lesson.id] if i in shown else [], randomized=[lesson.id],
-                           reward=float(i in shown or rng.random() < 0.2), advantage=0.0)
-                for i in range(5)
-            ]  # fmt: skip
+    store = two_libraries(tmp_path, a, b)
+    events = shown_to_two_of_five((("solver", a, 0.5), ("verifier", b, 0.5)), tasks=8 if helping else 0, seed=1)
     SideFiles(store.path).usage.append(StepKey("r", 0, 0), events)
     judge_model = Scripted([False, True, True])
     policy = PromotionPolicy(overlap=0.01)  # a pair sharing a word is a candidate
