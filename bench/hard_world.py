@@ -18,7 +18,9 @@ per feature (``Switches``; ``HARD`` turns all of them on):
   paraphrase is one more paraphrase of its lesson);
 - ``judge``: the equivalence calls. ``honest`` errs at random one time in ten; ``same`` calls
   every pair the same; ``overlap`` calls pairs sharing half their words the same and no other
-  pair; ``never`` never merges;
+  pair; ``never`` never merges; ``action`` reads the action and not the condition: a lesson
+  is the same as its paraphrases and as its paraphrase that drops the condition, and differs
+  from its negation (another action) and from every other lesson, every time;
 - ``proposer``: the advantage calls propose a truly helpful lesson 20% of the time (60% off),
   and name a role the lesson does not help half the time;
 - ``grader_noise``: the share of rollouts whose reward is flipped (0.05 in ``HARD``).
@@ -49,7 +51,7 @@ from hard_lessons import HARMFUL, LESSONS, Lesson
 from mas.models.fake import Request, shown
 
 ROLES = ("planner", "solver", "verifier")
-JUDGES = ("honest", "same", "overlap", "never")
+JUDGES = ("honest", "same", "overlap", "never", "action")
 CEILING = 0.95
 BASE_LOGIT = -2.0
 """The team's log-odds of success with no lesson on a task of average difficulty (0.11)."""
@@ -310,6 +312,9 @@ class HardWorld:
             same = False
         elif mode == "overlap":
             same = overlap(a, b) >= 0.5
+        elif mode == "action":
+            (first, _, kind_a), (second, _, kind_b) = (self.key(t).partition("~") for t in (a, b))
+            same = _norm(a) == _norm(b) or (first == second != "?" and "not" not in (kind_a, kind_b))
         else:
             same = (self.key(a) == self.key(b) != "?") or _norm(a) == _norm(b)
             if request.unit("judge errs") < 0.1:

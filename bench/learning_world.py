@@ -49,8 +49,9 @@ The seeds run in parallel, one process each.
 drift across epochs, a cross-role interaction, negations that hurt and paraphrases that do
 nothing, a judge with systematic errors, a proposer that is mostly wrong, grader noise),
 beside today's world (mas only: the old rule is left out to save time). Its rows are the hard
-world with each of the judge's three errors (always "same", "same" for pairs sharing many
-words, never "same"), 12 planted and 20 null seeds each. Its cross-role lessons are its own
+world with each of the judge's four errors (always "same", "same" for pairs sharing many
+words, never "same", "same" for a lesson and its paraphrase that drops the condition), 12
+planted and 20 null seeds each. Its cross-role lessons are its own
 truth's (helping two roles on average over tasks at the end), and its goals: share >= 0.8,
 precision >= 0.9, false promotions in <= 1 of 20 null seeds, no lesson left in any library
 that truly harms a role it reaches (recall stated, no goal). One flag per feature
@@ -717,7 +718,7 @@ PAPER = [Arm("mas, --preset paper", tasks=100, batch_size=50), Arm("mas, 100 tas
 """The paper's size (``--paper``): 100 tasks an epoch, as ``mas train --preset paper`` runs them
 (steps of 50 tasks), and in mas's default steps of 4; goals of issue 26: recall >= 0.90,
 precision >= 0.95, false promotions in <= 1 of 20 null seeds."""
-HARD_JUDGES = ("overlap", "same", "never")
+HARD_JUDGES = ("overlap", "same", "never", "action")
 """The judge's systematic errors, one row of the hard world each under ``--hard``."""
 FEATURES = ("log_odds", "by_task", "drift", "interaction", "twins", "proposer")
 
@@ -732,7 +733,7 @@ def _job(job: tuple[Arm, int, bool]) -> Outcome:
 
 def hard_arms(args: argparse.Namespace) -> list[Arm]:
     """The hard world's rows: every feature on with ``--hard``, else the features named; one
-    row per judge asked for (under ``--hard`` without ``--judge``, all three of its errors)."""
+    row per judge asked for (under ``--hard`` without ``--judge``, all four of its errors)."""
     named = {f: getattr(args, f) for f in FEATURES if getattr(args, f) is not None}
     if not (args.hard or named or args.judge or args.grader_noise is not None):
         return []

@@ -129,6 +129,10 @@ def test_the_judges_systematic_errors():
     assert hw.overlap(*negation) >= 0.5 and hw.overlap(*bare) >= 0.5 > hw.overlap(*paraphrase)
     assert [judge(overlap, *pair) for pair in (unrelated, negation, bare, paraphrase)] == [False, True, True, False]
     assert not any(judge(never, *pair) for pair in (unrelated, negation, bare, paraphrase, (e.texts[0],) * 2))
+    # The action judge ignores the condition: the bare paraphrase is "the same", the negation is not.
+    action = world(judge="action")
+    assert [judge(action, *pair) for pair in (unrelated, negation, bare, paraphrase)] == [False, False, True, True]
+    assert judge(action, e.bare, e.texts[2]) and not judge(action, e.negation, e.bare)
     # The honest judge errs at random, one call in ten: asking again (another seed) finds the truth.
     calls = [judge(honest, *pair, salt) for pair in (unrelated, negation, paraphrase) for salt in range(100)]
     assert 0.8 < (sum(not c for c in calls[:200]) + sum(calls[200:])) / 300 < 0.97
