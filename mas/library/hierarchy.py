@@ -175,7 +175,8 @@ def prune(
     """After a step: delete the private lessons whose evidence no longer supports them, and
     log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
     no more evidence will come: every lesson tried on ``min_tasks`` tasks whose evidence does
-    not lean towards helping leaves (``PromotionPolicy.end_level``, ``promotion.prunings``)."""
+    not lean towards helping leaves, and every younger one when the lessons tried before do not
+    help on average (``PromotionPolicy.end_level``, ``promotion.prunings``)."""
     side = store.side
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)

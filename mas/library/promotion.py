@@ -169,8 +169,10 @@ def prunings(
     that do the same job each look weak while the other is often shown, and removing one
     lets the other's evidence show again. After a run's ``last`` step no more evidence will
     come: every lesson tried on ``min_tasks`` tasks or more whose evidence does not lean
-    towards helping (``policy.end_level``) leaves; with ``end_level`` None, only those whose
-    estimate is below zero."""
+    towards helping (``policy.end_level``) leaves, and so do the younger ones when the lessons
+    tried before them do not help on average (``track_record``); with ``end_level`` None, only
+    those whose estimate is below zero."""
+    track = track_record(tallies, policy) if last and policy.end_level is not None else None
     moves = []
     for version in heads.values():
         if version.library == GLOBAL:
@@ -185,14 +187,14 @@ def prunings(
             key=lambda pair: pair[0].ucb,
         )[:1]
         if last:
-            idle += [(e, l) for e, l in own if (e, l) not in below + idle and not _stays(e, policy)]
+            idle += [(e, l) for e, l in own if (e, l) not in below + idle and not _stays(e, policy, track)]
         for e, lesson in below + idle:
             reason = (
                 "upper bound below the margin"
                 if e.ucb < policy.margin
                 else f"not shown to help in {e.tasks} tasks"
                 if cannot_help(e, policy)
-                else _end_reason(e, policy)
+                else _end_reason(e, policy, track)
             )
             moves.append(
                 PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
@@ -200,18 +202,39 @@ def prunings(
     return moves
 
 
-def _stays(e: Effect, policy: PromotionPolicy) -> bool:
-    """Whether a private lesson stays after a run's last step: one tried on fewer than
-    ``min_tasks`` tasks does (written too late to be judged: a run of one step keeps what it
-    wrote), one tried on more if its evidence leans towards helping."""
+def track_record(tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy) -> tuple[float, int] | None:
+    """The mean effect of the private lessons tried on ``min_tasks`` tasks or more, each in its
+    own role, those still in a library and those that left alike, and how many: what a lesson
+    written for this team does, on average, before any evidence of its own. None when no lesson
+    has been tried that long."""
+    effects = [
+        effect_of(role, lesson, tally).effect
+        for (role, lesson), tally in tallies.items()
+        if role != GLOBAL and lesson.rpartition("/")[0] == role and len(tally.per_task) >= policy.min_tasks
+    ]
+    return (sum(effects) / len(effects), len(effects)) if effects else None
+
+
+def _stays(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None = None) -> bool:
+    """Whether a private lesson stays after a run's last step: one tried on ``min_tasks`` tasks
+    or more if its evidence leans towards helping; a younger one (written too late to be judged)
+    unless the lessons tried before it do not help on average (``track``, their
+    ``track_record``): then it is more likely to harm than to help. With no record (a run of one
+    step), it stays."""
     if e.tasks < policy.min_tasks:
-        return True
+        return track is None or track[0] > 0
     return e.effect >= 0 if policy.end_level is None else likely_helps(e, policy.end_level)
 
 
-def _end_reason(e: Effect, policy: PromotionPolicy) -> str:
+def _end_reason(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None = None) -> str:
     if policy.end_level is None:
         return f"its estimate over {e.tasks} tasks is below zero at the run's end"
+    if e.tasks < policy.min_tasks and track is not None:
+        mean, n = track
+        return (
+            f"tried on {e.tasks} tasks at the run's end, and the {n} lessons tried longer do not help on"
+            f" average ({mean:+.3f})"
+        )
     bound = f"{1 - policy.end_level:.0%} lower bound"
     return f"its {bound} over {e.tasks} tasks is not above zero at the run's end (estimate {e.effect:+.3f})"
 
