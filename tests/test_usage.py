@@ -352,17 +352,29 @@ def test_after_the_last_step_only_lessons_whose_evidence_leans_towards_helping_s
     assert pruned(policy.model_copy(update={"end_level": 0.5}), True) == {"solver/0004"}
 
 
-@pytest.mark.parametrize("record", ["helps", "harms", "none"])
-def test_after_the_last_step_a_young_lesson_stays_only_if_the_lessons_tried_before_help_on_average(record):
+@pytest.mark.parametrize(
+    "record, promoted, leave",
+    [
+        ("helps", [], False),
+        ("harms", [], True),
+        ("none", [], False),
+        ("harms", [0.6, 0.5], False),  # the lessons promoted carry their evidence into the global library
+    ],
+)
+def test_after_the_last_step_a_young_lesson_stays_only_if_the_lessons_tried_before_help_on_average(
+    record, promoted, leave
+):
     """A lesson written too late to be judged is a draw from what the team's proposer writes:
-    when the lessons tried before it (in any private library, those that left too) do not help
-    on average, it leaves at the run's end; when they do, or none was tried long enough (a run
-    of one step), it stays. The record counts each lesson in its own role, not its trials."""
+    when the lessons tried before it do not help on average, it leaves at the run's end; when
+    they do, or none was tried long enough (a run of one step), it stays. The record counts each
+    lesson in a role that reads it as its own, those that left and those promoted (a global
+    lesson, in every role) too, and not a private lesson's trials in the other roles."""
     rng = random.Random(5)
     noisy = lambda mean: [mean + rng.uniform(-0.2, 0.2) for _ in range(12)]  # noqa: E731
     tried = {"helps": [0.3, 0.2, -0.1], "harms": [-0.2, -0.15, 0.1], "none": []}[record]
     tallies = {("planner", f"planner/000{i}"): tally(noisy(mean)) for i, mean in enumerate(tried, start=1)}
-    tallies[("solver", "planner/0001")] = tally(noisy(0.5 if record == "harms" else -0.5))  # a trial: not counted
+    tallies |= {(role, "global/0001"): tally(noisy(mean)) for role, mean in zip(["planner", "verifier"], promoted)}
+    tallies[("solver", "planner/0001")] = tally(noisy(-0.5 if leave else 0.5))  # a trial: not counted
     tallies[("solver", "solver/0002")] = tally([0.4, -0.3, 0.2])  # 3 tasks: too young
     lessons = [Lesson(id="solver/0001", text="never tried"), Lesson(id="solver/0002", text="tried on 3 tasks")]
     best = max(range(len(tried)), key=tried.__getitem__, default=None)
@@ -370,17 +382,19 @@ def test_after_the_last_step_a_young_lesson_stays_only_if_the_lessons_tried_befo
     heads = {
         "solver": Version(library="solver", number=2, next_id=3, lessons=lessons),
         "planner": Version(library="planner", number=4, next_id=4, lessons=kept),
+        "global": Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="g")]),
     }
     policy = PromotionPolicy()
 
-    moves = promotion.prunings(heads, tallies, policy, last=True)
-    gone = {m.lessons[0]: m.reason for m in moves}
+    gone = {m.lessons[0]: m.reason for m in promotion.prunings(heads, tallies, policy, last=True)}
     young = {"solver/0001", "solver/0002"}
-    assert young & set(gone) == (young if record == "harms" else set())
+    assert young & set(gone) == (young if leave else set())
     for other, last in [(policy, False), (policy.model_copy(update={"end_level": None}), True)]:
         assert not young & {m.lessons[0] for m in promotion.prunings(heads, tallies, other, last=last)}
-    if record == "harms":
-        assert "the 3 lessons tried longer do not help on average (-0.0" in gone["solver/0001"]
+    if leave:
+        assert (
+            "(0 tasks), and the 3 lessons tried on 5 tasks or more do not help on average (-0.0" in gone["solver/0001"]
+        )
 
 
 def test_exposure_randomizes_new_lessons_and_keeps_established_ones_stable():

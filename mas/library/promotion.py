@@ -203,14 +203,15 @@ def prunings(
 
 
 def track_record(tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy) -> tuple[float, int] | None:
-    """The mean effect of the private lessons tried on ``min_tasks`` tasks or more, each in its
-    own role, those still in a library and those that left alike, and how many: what a lesson
-    written for this team does, on average, before any evidence of its own. None when no lesson
-    has been tried that long."""
+    """The mean effect of the lessons tried on ``min_tasks`` tasks or more in a role that reads
+    them as its own (its private lessons, and the global ones, which carry the evidence of the
+    private lessons promoted into them), those still in a library and those that left alike,
+    and how many: what a lesson written for this team does, on average, before any evidence of
+    its own. Trials in other roles do not count. None when no lesson has been tried that long."""
     effects = [
         effect_of(role, lesson, tally).effect
         for (role, lesson), tally in tallies.items()
-        if role != GLOBAL and lesson.rpartition("/")[0] == role and len(tally.per_task) >= policy.min_tasks
+        if role != GLOBAL and lesson.rpartition("/")[0] in (role, GLOBAL) and len(tally.per_task) >= policy.min_tasks
     ]
     return (sum(effects) / len(effects), len(effects)) if effects else None
 
@@ -232,8 +233,8 @@ def _end_reason(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | N
     if e.tasks < policy.min_tasks and track is not None:
         mean, n = track
         return (
-            f"tried on {e.tasks} tasks at the run's end, and the {n} lessons tried longer do not help on"
-            f" average ({mean:+.3f})"
+            f"written too late to be judged ({e.tasks} tasks), and the {n} lessons tried on"
+            f" {policy.min_tasks} tasks or more do not help on average ({mean:+.3f})"
         )
     bound = f"{1 - policy.end_level:.0%} lower bound"
     return f"its {bound} over {e.tasks} tasks is not above zero at the run's end (estimate {e.effect:+.3f})"
