@@ -61,13 +61,14 @@ class PromotionPolicy(Settings):
     if the one-sided lower bound at this level on its effect is above zero (0.2: an 80% bound;
     0.5: its estimate): what a run leaves holds the lessons whose evidence leans towards
     helping, not those whose small effect no bound could settle. A lesson tried on fewer tasks
-    (written too late to be judged) stays, unless the private lessons tried on ``min_tasks``
-    tasks before it do not help on average (``promotion.track_record``): then it is more likely
-    to harm than to help. None: only an estimate below zero leaves (the rule before). In the
-    learning worlds (20 seeds each, bench/README.md), 0.2 took the runs ending with a harmful
-    lesson from 8 to 6 of 20 in today's world and from 17 to 12 in the hard world, at 0.983 ->
-    0.970 and 0.356 -> 0.426 of the achievable gain; the track record then took them from 7 to
-    4 of 24 and from 9 to 4 of 12, at 0.979 -> 0.978 and 0.45 -> 0.50."""
+    (written too late to be judged) stays, unless the lessons tried on ``min_tasks`` tasks
+    before it, those that left and those promoted too, do not help on average
+    (``promotion.track_record``): then it is more likely to harm than to help. None: only an
+    estimate below zero leaves (the rule before). In the learning worlds (20 seeds each,
+    bench/README.md), 0.2 took the runs ending with a harmful lesson from 8 to 6 of 20 in
+    today's world and from 17 to 12 in the hard world, at 0.983 -> 0.970 and 0.356 -> 0.426 of
+    the achievable gain; the track record then took them from 7 to 4 of 24 and from 9 to 4 of
+    12, at 0.979 -> 0.978 and 0.45 -> 0.50."""
     overrule: bool = True
     """A delete edit of a lesson shown to help a role that reads it (the test that promotes:
     its e-value reached 1/alpha over ``min_tasks`` tasks) is refused with that evidence: the

@@ -220,8 +220,8 @@ def _stays(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None =
     """Whether a private lesson stays after a run's last step: one tried on ``min_tasks`` tasks
     or more if its evidence leans towards helping; a younger one (written too late to be judged)
     unless the lessons tried before it do not help on average (``track``, their
-    ``track_record``): then it is more likely to harm than to help. With no record (a run of one
-    step), it stays."""
+    ``track_record``): then it is more likely to harm than to help. With no record (nothing
+    tried that long yet, as in a first run of one step), it stays."""
     if e.tasks < policy.min_tasks:
         return track is None or track[0] > 0
     return e.effect >= 0 if policy.end_level is None else likely_helps(e, policy.end_level)
