@@ -216,7 +216,7 @@ def track_record(tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy)
     return (sum(effects) / len(effects), len(effects)) if effects else None
 
 
-def _stays(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None = None) -> bool:
+def _stays(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None) -> bool:
     """Whether a private lesson stays after a run's last step: one tried on ``min_tasks`` tasks
     or more if its evidence leans towards helping; a younger one (written too late to be judged)
     unless the lessons tried before it do not help on average (``track``, their
@@ -227,7 +227,7 @@ def _stays(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None =
     return e.effect >= 0 if policy.end_level is None else likely_helps(e, policy.end_level)
 
 
-def _end_reason(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None = None) -> str:
+def _end_reason(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None) -> str:
     if policy.end_level is None:
         return f"its estimate over {e.tasks} tasks is below zero at the run's end"
     if e.tasks < policy.min_tasks and track is not None:
