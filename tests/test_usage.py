@@ -321,6 +321,33 @@ def tally(contrasts: list[float]) -> evidence.Tally:
     return out
 
 
+def test_a_promotion_asks_each_role_where_its_evidence_stands_now():
+    """A lesson whose trial in the planner crossed 1/alpha early and has fallen back since (a
+    chance crossing, or help that stopped) is not promoted when its own role crosses later;
+    it is when both stand at 1/alpha at the same pass. The rule before counted the peak."""
+
+    def betting(contrasts):
+        out = evidence.Tally()
+        for i, d in enumerate(contrasts):
+            out.add(f"t{i}", 1.2, 1.2 * d, d)
+        return out
+
+    heads = {
+        "solver": Version(library="solver", number=1, next_id=2, lessons=[Lesson(id="solver/0001", text="check units")])
+    }
+    own = betting([0.5] * 12)
+    fell = betting([0.9] * 6 + [-0.3] * 30)
+    stands = betting([0.9] * 6 + [0.1] * 30)
+    assert own.e_now >= 10 and fell.e_value >= 10 > fell.e_now and stands.e_now >= 10
+    promoted = lambda trial, **change: promotion.plan(  # noqa: E731
+        heads, {("solver", "solver/0001"): own, ("planner", "solver/0001"): trial},
+        PromotionPolicy().model_copy(update=change), same=lambda a, b: False,
+    )  # fmt: skip
+    assert not promoted(fell)
+    assert [m.roles for m in promoted(stands)] == [["planner", "solver"]]
+    assert [m.roles for m in promoted(fell, standing=False)] == [["planner", "solver"]]
+
+
 def test_after_the_last_step_only_lessons_whose_evidence_leans_towards_helping_stay():
     """A run's last step keeps a private lesson tried on ``min_tasks`` tasks only if an 80%
     lower bound on its effect is above zero: a clear help stays; a small, noisy one and one

@@ -82,11 +82,17 @@ def _print_moves(moves, store, dry_run: bool) -> None:
         out.print("no lesson meets the promotion, demotion or pruning rules yet")
         return
     table = Table(
-        "move", "lesson", "ids", "roles", "evidence per role: effect [90% interval] over tasks, e-value", "why"
+        "move",
+        "lesson",
+        "ids",
+        "roles",
+        "evidence per role: effect [90% interval] over tasks, e-value (its peak)",
+        "why",
     )
     for m in moves:
         evidence = "\n".join(
-            f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks} e={e.e_value:.1f}" for e in m.evidence
+            f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks} e={e.e_now:.1f} ({e.e_value:.1f})"
+            for e in m.evidence
         )
         cells = [shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-"]
         table.add_row(m.kind, *map(escape, cells), escape(evidence), escape(shown(m.reason)))  # cells are markup

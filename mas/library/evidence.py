@@ -17,9 +17,9 @@ effect. A bettor who stakes a fixed fraction lambda of their wealth on D in ever
 prod (1 + lambda D), a nonnegative supermartingale under that null, and so is the average of a
 few such bettors (``BETS``). By Ville's inequality the chance that it *ever* reaches 1/alpha
 is at most alpha: it is checked after every step, and looking costs nothing. ``e_value`` is
-the largest it has been. (Rewards within [0, 1], as every built-in reward is, keep D in
-[-1, 1]; a reward of your own beyond them is divided by the group's range, which is valid for
-the sharp null that showing the lesson changes no reward.)
+the largest it has been, ``e_now`` where it stands. (Rewards within [0, 1], as every built-in
+reward is, keep D in [-1, 1]; a reward of your own beyond them is divided by the group's
+range, which is valid for the sharp null that showing the lesson changes no reward.)
 
 Betting spends evidence differently from a t test: what early groups showed is kept, where an
 estimate pooled over the run is worn down when a later, fuller library leaves a lesson less to
@@ -115,6 +115,10 @@ class Tally:
     @property
     def e_value(self) -> float:
         return math.exp(self.peak)
+
+    @property
+    def e_now(self) -> float:
+        return math.exp(_log_mean_exp(self.wealth))
 
 
 def _log_mean_exp(logs: list[float]) -> float:
@@ -295,7 +299,7 @@ def effect_of(role: str, lesson: str, tally: Tally, level: float = LEVEL) -> Eff
         low, high = effect - half, effect + half
     return Effect(
         role=role, lesson=lesson, tasks=n, contrasts=tally.contrasts, exposures=tally.exposures,
-        effect=effect, lcb=low, ucb=high, se=se, e_value=tally.e_value, trial=_trial(role, lesson),
+        effect=effect, lcb=low, ucb=high, se=se, e_value=tally.e_value, e_now=tally.e_now, trial=_trial(role, lesson),
         judged=tally.judged / tally.exposures if tally.exposures else 0.0,
     )  # fmt: skip
 

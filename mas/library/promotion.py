@@ -5,10 +5,13 @@ Stage: evidence (prune, promote/demote).
 After every step (``cadence``), on all the evidence so far:
 
 - **promote**: a private lesson moves to the global library when it is shown to help at
-  least ``min_roles`` roles: for each role, the e-value of its own randomized contrasts
-  (transfer trials for the other roles) has reached 1/alpha over at least ``min_tasks`` tasks.
-  An e-value may be checked as often as one likes: the chance that it ever reaches 1/alpha for
-  a role the lesson does not help is at most alpha. The private lessons judged equivalent to it
+  least ``min_roles`` roles: for each role, the e-process of its own randomized contrasts
+  (transfer trials for the other roles) stands at 1/alpha or above now, over at least
+  ``min_tasks`` tasks. An e-process may be checked as often as one likes: the chance that it
+  ever reaches 1/alpha for a role the lesson does not help is at most alpha. Asking each role
+  where its e-process stands now, not the highest it has been (``PromotionPolicy.standing``),
+  keeps that chance and asks more: a chance crossing in one role must coincide with the
+  evidence of the others. The private lessons judged equivalent to it
   are merged into it (deleted), and the new global lesson keeps their evidence (its lineage).
 - **demote**: a global lesson that can no longer help ``min_roles`` roles goes back to the
   private libraries of the roles it still helps, or leaves.
@@ -78,7 +81,7 @@ def _promotions(heads, tallies, own, policy, same: Same, roles: list[str]) -> li
                 for role in roles
             }
             evidence = [_evidence(role, lesson, copies[role], tallies, policy) for role in roles]
-            helped = [e.role for e in evidence if helps(e, policy)]
+            helped = [e.role for e in evidence if helps(e, policy, now=policy.standing)]
             if len(helped) < policy.min_roles:
                 continue
             members = {m.id: m for m in (lesson, *(m for group in copies.values() for m in group)) if m.id not in taken}
@@ -284,9 +287,10 @@ def splits(
     return moves
 
 
-def helps(e: Effect, policy: PromotionPolicy) -> bool:
-    """Shown to help the role: its e-value reached 1/alpha, over at least ``min_tasks`` tasks."""
-    return e.tasks >= policy.min_tasks and e.e_value * policy.alpha >= 1
+def helps(e: Effect, policy: PromotionPolicy, *, now: bool = False) -> bool:
+    """Shown to help the role: its e-value reached 1/alpha, over at least ``min_tasks`` tasks
+    (``now``: and stands there)."""
+    return e.tasks >= policy.min_tasks and (e.e_now if now else e.e_value) * policy.alpha >= 1
 
 
 def cannot_help(e: Effect, policy: PromotionPolicy) -> bool:

@@ -39,6 +39,10 @@ class Effect(Frozen):
     e_value: float = 1.0
     """The evidence against "showing it does not help": the largest its betting wealth has
     been. Where the lesson does not help, it ever reaches 1/alpha with chance at most alpha."""
+    e_now: float = 1.0
+    """Where that wealth stands after the last group. It too reaches 1/alpha with chance at
+    most alpha where the lesson does not help; unlike the peak, it falls back after a chance
+    crossing, and when the lesson stops helping."""
     trial: bool = False
     """The lesson belongs to another role's library: shown to this role as a transfer trial."""
     judged: float = 0.0
