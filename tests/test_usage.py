@@ -201,6 +201,7 @@ def test_the_e_value_is_the_bettors_mean_wealth_at_its_peak():
     ]
     again = evidence.estimate(won + lost)[("solver", "L")]
     assert again.e_value == e.e_value  # the largest it has been, not where it is now
+    assert again.e_now == pytest.approx(sum((1 + b) * (1 - b) for b in evidence.BETS) / len(evidence.BETS))
 
 
 def null_run(rng, *, groups=60, adaptive=False):

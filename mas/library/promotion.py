@@ -11,8 +11,8 @@ After every step (``cadence``), on all the evidence so far:
   ever reaches 1/alpha for a role the lesson does not help is at most alpha. Asking each role
   where its e-process stands now, not the highest it has been (``PromotionPolicy.standing``),
   keeps that chance and asks more: a chance crossing in one role must coincide with the
-  evidence of the others. The private lessons judged equivalent to it
-  are merged into it (deleted), and the new global lesson keeps their evidence (its lineage).
+  evidence of the others. The private lessons judged equivalent to it are merged into it
+  (deleted), and the new global lesson keeps their evidence (its lineage).
 - **demote**: a global lesson that can no longer help ``min_roles`` roles goes back to the
   private libraries of the roles it still helps, or leaves.
 - **prune**: a private lesson whose evidence no longer supports it for its own role leaves.
