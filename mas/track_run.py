@@ -50,6 +50,7 @@ def step_metrics(r: StepReport) -> dict[str, float]:
         "promoted": r.promoted,
         "demoted": r.demoted,
         "pruned": r.pruned,
+        "adopted": r.adopted,
         "retired": sum(r.retired.values()),
         "seconds": r.seconds,
     }

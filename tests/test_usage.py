@@ -380,6 +380,49 @@ def test_after_the_last_step_only_lessons_whose_evidence_leans_towards_helping_s
     assert pruned(policy.model_copy(update={"end_level": 0.5}), True) == {"solver/0004"}
 
 
+def test_after_the_last_step_a_role_adopts_the_lessons_its_trials_lean_towards():
+    """A private lesson whose trial in another role leans towards helping there (80% lower bound
+    above zero over ``min_tasks`` tasks) is added to that role, unless the role or the global
+    library has it already, in the same words or as a judged twin (of two twins, the stronger
+    trial goes); a trial that leans neither way, one on too few tasks, and a role's own lessons
+    are not adopted."""
+    rng = random.Random(7)
+    helps = lambda mean=0.3: tally([mean + rng.uniform(-0.2, 0.2) for _ in range(12)])  # noqa: E731
+    lesson = lambda i, name: Lesson(id=i, text=f"Lesson {name}.")  # noqa: E731
+    heads = {
+        "solver": Version(library="solver", number=1, next_id=8, lessons=[lesson(f"solver/000{i}", x) for i, x in
+                                                                          enumerate("abcdefg", start=1)]),
+        "planner": Version(library="planner", number=1, next_id=3, lessons=[lesson("planner/0001", "c"),
+                                                                            lesson("planner/0002", "d twin")]),
+        "verifier": Version(library="verifier", number=1, next_id=2, lessons=[lesson("verifier/0001", "g twin")]),
+        "global": Version(library="global", number=1, next_id=2, lessons=[lesson("global/0001", "e")]),
+    }  # fmt: skip
+    tallies = {
+        ("planner", "solver/0001"): helps(),  # adopted by the planner
+        ("critic", "solver/0001"): helps(),  # and by the critic, a role with no library yet
+        ("planner", "solver/0002"): tally([0.62, -0.58] * 6),  # +0.02: leans neither way
+        ("planner", "solver/0003"): helps(),  # the planner has it in the same words
+        ("planner", "solver/0004"): helps(),  # the planner has its twin
+        ("planner", "solver/0005"): helps(),  # the global library has it
+        ("planner", "solver/0006"): tally([0.5, 0.4, 0.6]),  # 3 tasks
+        ("solver", "solver/0007"): helps(),  # its own role
+        ("planner", "solver/0007"): helps(0.6),  # the planner takes it, not its weaker twin below
+        ("planner", "verifier/0001"): helps(),
+    }
+    twins = {frozenset(("Lesson d.", "Lesson d twin.")), frozenset(("Lesson g.", "Lesson g twin."))}
+    same = lambda a, b: a.text == b.text or frozenset((a.text, b.text)) in twins  # noqa: E731
+    moves = promotion.adoptions(heads, tallies, PromotionPolicy(), same)
+    assert sorted((m.lessons[0], m.roles[0]) for m in moves) == [
+        ("solver/0001", "critic"), ("solver/0001", "planner"), ("solver/0007", "planner"),
+    ]  # fmt: skip
+    assert all(m.kind == "adopt" and m.evidence[0].role == m.roles[0] and m.evidence[0].trial for m in moves)
+    versions, done = promotion.execute(moves, heads, provenance=Provenance(run="r", epoch=0, step=1))
+    after = {v.library: [l.text for l in v.lessons] for v in versions}
+    assert after == {"planner": ["Lesson c.", "Lesson d twin.", "Lesson g.", "Lesson a."], "critic": ["Lesson a."]}
+    assert sorted(m.into for m in done) == ["critic/0001", "planner/0003", "planner/0004"]
+    assert promotion.adoptions(heads, tallies, PromotionPolicy(adopt_level=None), same) == []
+
+
 @pytest.mark.parametrize(
     "record, promoted, leave",
     [

@@ -161,7 +161,12 @@ def _step_line(r: StepReport) -> str:
     applied += f" ({refused} refused)" if refused else ""
     applied += "".join(
         f", {n} {what}"
-        for n, what in ((sum(r.retired.values()), "retired"), (r.promoted, "promoted"), (r.demoted, "demoted"))
+        for n, what in (
+            (sum(r.retired.values()), "retired"),
+            (r.promoted, "promoted"),
+            (r.demoted, "demoted"),
+            (r.adopted, "adopted"),
+        )
         if n
     )
     calls = sum(c.calls for c in r.calls.values())

@@ -122,7 +122,7 @@ def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: fl
     table = [m.model_dump(mode="json", include={"kind", "text", "lessons", "roles", "into", "reason"}) for m in moves]
     from mas.types.evidence import PromotionMove
 
-    kinds = get_args(PromotionMove.model_fields["kind"].annotation)
+    kinds = [k for k in get_args(PromotionMove.model_fields["kind"].annotation) if k != "adopt"]  # a run's end adopts
     metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in kinds}
     metrics.update({"judging_cost_usd": spent} if spent is not None else {})
     tracker.study("promote", params=params, metrics=metrics, table=table, text=markdown(table))

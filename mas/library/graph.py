@@ -17,7 +17,9 @@ every edge a ``kind``. Moves are node attributes: ``promoted_to`` on the private
 into a global one and ``promoted_from`` on the global lesson; ``demoted_to`` on a global lesson
 sent back to its roles and ``demoted_from`` on the private copy; ``merged_into`` on a lesson
 merged into one that says the same; ``split_from`` on a lesson judged the same as another whose
-own evidence told them apart; ``pruned`` (the reason) on a lesson pruned for its evidence.
+own evidence told them apart; ``pruned`` (the reason) on a lesson pruned for its evidence;
+``adopted_as`` on a lesson another role adopted after a run's last step (its copies' ids) and
+``adopted_from`` on the copy.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ def _mark(graph: nx.DiGraph, move: PromotionMove) -> None:
     elif move.kind == "prune":
         for node in moved:
             node["pruned"] = move.reason or "pruned"
+    elif move.kind == "adopt" and move.into:
+        for node in moved:
+            node["adopted_as"] = ", ".join(filter(None, (node.get("adopted_as"), move.into)))
+        if target is not None:
+            target["adopted_from"] = move.lessons[0]
 
 
 def _numbers(e: Effect) -> dict:

@@ -176,16 +176,23 @@ def prune(
     log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
     no more evidence will come: every lesson tried on ``min_tasks`` tasks whose evidence does
     not lean towards helping leaves, and every younger one when the lessons tried before do not
-    help on average (``PromotionPolicy.end_level``, ``promotion.prunings``)."""
+    help on average (``PromotionPolicy.end_level``, ``promotion.prunings``); and a lesson whose
+    trial in another role leans towards helping there is added to that role's library
+    (``PromotionPolicy.adopt_level``, ``promotion.adoptions``), logged in the same file."""
     side = store.side
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)
     logged = next((moves for done, moves in side.prunings.steps() if done == key), None)
     now = snapshot(store, policy)
-    moves = logged if logged is not None else promotion.prunings(now.heads, now.tallies, policy, last=last)
+    if logged is not None:
+        moves = logged
+    else:
+        moves = promotion.prunings(now.heads, now.tallies, policy, last=last)
+        moves += promotion.adoptions(now.heads, now.tallies, policy, now.same) if last else []
+    versions, moves = promotion.execute(moves, now.heads, provenance=stamp)  # each adopted lesson's new id
     side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
-        store.commit(promotion.execute(moves, now.heads, provenance=stamp)[0])
+        store.commit(versions)
     return moves
 
 

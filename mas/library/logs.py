@@ -13,7 +13,8 @@ For ``libraries/maths.json``:
                               in the library file on load, or left out of an import
     maths.rejected.jsonl      the operations and edits that could not be applied, with why
     maths.promotions.jsonl    every promotion pass: its promotions and demotions, with evidence
-    maths.prunings.jsonl      the lessons pruned after each step, with their evidence
+    maths.prunings.jsonl      the lessons pruned after each step, with their evidence, and those
+                              adopted by other roles after a run's last step
     maths.equivalence.jsonl   the judgements of which lessons say the same thing
     maths.pending.jsonl       the edits steps held for review (``mas train --review``)
     maths.reviews.jsonl       the review decisions on them, until the library records them

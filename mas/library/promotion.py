@@ -16,6 +16,8 @@ After every step (``cadence``), on all the evidence so far:
 - **demote**: a global lesson that can no longer help ``min_roles`` roles goes back to the
   private libraries of the roles it still helps, or leaves.
 - **prune**: a private lesson whose evidence no longer supports it for its own role leaves.
+- **adopt**, after a run's last step: a private lesson whose transfer trial in another role
+  leans towards helping there is added to that role's library (``adoptions``).
 
 "Can no longer help" is not "proven harmful": a lesson leaves when its upper bound falls
 below ``margin``, or when after ``max_tasks`` tasks not even a lenient bound admits help.
@@ -205,6 +207,48 @@ def prunings(
     return moves
 
 
+def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, same: Same):
+    """After a run's last step: each private lesson whose transfer trial in another role leans
+    towards helping there (tried on ``min_tasks`` tasks or more, its one-sided lower bound at
+    ``adopt_level`` above zero: the rule by which a lesson stays in its own role) is added to
+    that role's library, unless the role already has it or its twin, or the global library
+    does. The proposer names a wrong role for many of its lessons; the trials say which role a
+    lesson helps, and without this it would stay where it was written, where the end rule may
+    prune it, while the role it helps ends without it. The strongest trial first; one copy per
+    role of lessons judged the same. Each lesson's evidence is left as it is: the copy in the
+    new role is the trial's twin (the same words), so it is counted as one with it."""
+    if policy.adopt_level is None:
+        return []
+    roles = sorted(({v.library for v in heads.values()} | {role for role, _ in tallies}) - {GLOBAL})
+    shared = heads.get(GLOBAL, Version.empty(GLOBAL)).lessons
+    found = []
+    for library in roles:
+        for lesson in heads.get(library, Version.empty(library)).lessons:
+            if any(same(lesson, g) for g in shared):
+                continue
+            for role in roles:
+                e = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
+                if role != library and e.tasks >= policy.min_tasks and likely_helps(e, policy.adopt_level):
+                    found.append((e, lesson))
+    moves = []
+    has = {role: list(heads.get(role, Version.empty(role)).lessons) for role in roles}
+    for e, lesson in sorted(found, key=lambda pair: (-pair[0].lcb, pair[1].id, pair[0].role)):
+        if any(same(lesson, m) for m in has[e.role]):
+            continue
+        has[e.role].append(lesson)
+        moves.append(
+            PromotionMove(
+                kind="adopt",
+                text=lesson.text,
+                lessons=[lesson.id],
+                evidence=[e],
+                roles=[e.role],
+                reason=f"its trial in {e.role} leans towards helping ({e.effect:+.3f} over {e.tasks} tasks)",
+            )  # fmt: skip
+        )
+    return moves
+
+
 def track_record(tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy) -> tuple[float, int] | None:
     """The mean effect of the lessons tried on ``min_tasks`` tasks or more in a role that reads
     them as its own (its private lessons, and the global ones, which carry the evidence of the
@@ -319,6 +363,8 @@ def execute(
             edits.setdefault(GLOBAL, []).append(Delete(op="delete", id=move.lessons[0]))
             for role in move.roles:
                 into = _add(edits, next_ids, role, move.text)
+        elif move.kind == "adopt":
+            into = _add(edits, next_ids, move.roles[0], move.text)
         elif move.kind == "split":  # no library changes: the judge is overruled (``hierarchy``)
             pass
         else:  # prune, merge

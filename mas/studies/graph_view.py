@@ -56,6 +56,7 @@ def render(graph: nx.DiGraph, moves: list[tuple[StepKey, list[PromotionMove]]], 
     for n in lessons:
         d = graph.nodes[n]
         moved = f"  (promoted to {d['promoted_to']})" if d.get("promoted_to") else "  (gone)" if d.get("gone") else ""
+        moved += f"  (adopted as {d['adopted_as']})" if d.get("adopted_as") else ""
         text = f"{d['label']}  {d.get('text', '')}{moved}"
         parts.append(_label(RIGHT + 10, y[n], text[:110], title=d.get("text", ""), faded=d.get("gone", False)))
     height = TOP + span + ROW

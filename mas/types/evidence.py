@@ -53,20 +53,22 @@ class PromotionMove(Frozen):
     """One change of the hierarchy, with the evidence that justified it: a promotion to the
     global library, a demotion back to the roles it still helps, a lesson pruned because its
     evidence no longer supports it, one merged into a lesson of its library that says the same
-    thing, or two lessons the judge called the same that their own evidence tells apart."""
+    thing, two lessons the judge called the same that their own evidence tells apart, or, after
+    a run's last step, a lesson adopted by a role whose transfer trial of it leans towards help."""
 
     schema_version: int = 2
-    kind: Literal["promote", "demote", "prune", "merge", "split"]
+    kind: Literal["promote", "demote", "prune", "merge", "split", "adopt"]
     text: str
     lessons: list[str]
     """The lesson ids moved: the lesson promoted and the equivalent private lessons merged into
-    it, the global lesson demoted, the lesson pruned, or the two lessons judged the same that
-    their evidence splits apart (the one that did worse first)."""
+    it, the global lesson demoted, the lesson pruned, the two lessons judged the same that
+    their evidence splits apart (the one that did worse first), or the lesson adopted."""
     evidence: list[Effect]
     roles: list[str] = []
-    """Roles helped (promotion) or roles the lesson goes back to (demotion)."""
+    """Roles helped (promotion), roles the lesson goes back to (demotion), or the role that
+    adopts it."""
     into: str | None = None
-    """The id the lesson got in its new library (promotion, demotion)."""
+    """The id the lesson got in its new library (promotion, demotion, adoption)."""
     reason: str = ""
 
     @model_validator(mode="before")

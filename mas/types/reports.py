@@ -83,6 +83,9 @@ class StepReport(Plain):
     pruned: int = 0
     """Lessons that left because their randomized evidence no longer supports them, or were
     merged into a lesson of their library that says the same thing."""
+    adopted: int = 0
+    """Lessons added to a role whose transfer trial of them leaned towards helping (a run's
+    last step: ``PromotionPolicy.adopt_level``)."""
     skipped_groups: int = 0
     """Informative groups whose advantage reply was unusable."""
     failed_rollouts: int = 0
