@@ -482,6 +482,8 @@ class Outcome:
     harmful_left: int = 0
     """Lessons in the final libraries that truly harm a role they reach."""
     bad_merges: int = 0
+    adopted: int = 0
+    """Lessons a role adopted from another's trial at the run's end (``PromotionPolicy.adopt_level``)."""
     """Promoted lessons still in the global library that merged lessons of different truth."""
 
 
@@ -553,6 +555,7 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, config: 
         frozenset(CROSS_ROLE),
         harmful,
         _bad_merges(store, moves, known),
+        sum(s.adopted for s in result.steps),
     )
 
 
@@ -580,6 +583,7 @@ def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: T
         cross=frozenset(world.cross_role(held)),
         harmful_left=len(world.harmful(show, placed, held)),
         bad_merges=_bad_merges(store, moves, world.key),
+        adopted=sum(s.adopted for s in result.steps),
     )
 
 

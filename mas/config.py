@@ -72,14 +72,18 @@ class PromotionPolicy(Settings):
     adopt_level: float | None = Field(0.2, gt=0, le=0.5)
     """After a run's last step, a private lesson of another role whose transfer trial in this
     role leans towards helping it at this level (the one-sided lower bound above zero over
-    ``min_tasks`` tasks or more: the rule by which ``end_level`` keeps a lesson in its own role)
-    is added to this role's library: what a run leaves in a role holds every lesson whose
-    evidence there leans towards helping, not only those the model wrote for it. A lesson
-    written for the wrong role goes where it helps; one that helps two roles without the
-    evidence for a promotion reaches both. None: a run leaves lessons only where they were
-    written or promoted. In the hard learning world (24 seeds, bench/README.md) the share of
-    the achievable gain rose from 0.44 to 0.71 with judge ``never`` and from 0.43 to 0.54 with
-    judge ``action``; promotions are not touched."""
+    ``min_tasks`` tasks or more: the rule by which ``end_level`` keeps a lesson in its own role),
+    with an e-value that reached ``adopt_e_value``, is added to this role's library: what a run
+    leaves in a role holds the lessons whose evidence there leans towards helping, not only
+    those the model wrote for it. A lesson written for the wrong role goes where it helps; one
+    that helps two roles without the evidence for a promotion reaches both. None: a run leaves
+    lessons only where they were written or promoted. Promotions are not touched. Measured in
+    the learning worlds (bench/README.md, "A run's end adopts")."""
+    adopt_e_value: float = Field(3.0, ge=1)
+    """The e-value a trial must have reached for its lesson to be adopted (``adopt_level``): a
+    run tries many lessons in many roles, and the bound alone, at 80%, let some lessons that
+    harm a role in by chance (in the hard learning world, more runs ended with a harmful
+    lesson); 1 asks only the bound."""
     standing: bool = True
     """A promotion counts a role whose e-process stands at 1/alpha at the pass, not one whose
     e-process reached it once and has fallen back: the lesson's roles must be shown to help

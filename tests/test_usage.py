@@ -382,12 +382,19 @@ def test_after_the_last_step_only_lessons_whose_evidence_leans_towards_helping_s
 
 def test_after_the_last_step_a_role_adopts_the_lessons_its_trials_lean_towards():
     """A private lesson whose trial in another role leans towards helping there (80% lower bound
-    above zero over ``min_tasks`` tasks) is added to that role, unless the role or the global
+    above zero over ``min_tasks`` tasks, an e-value of 3 or more) is added to that role, unless the role or the global
     library has it already, in the same words or as a judged twin (of two twins, the stronger
     trial goes); a trial that leans neither way, one on too few tasks, and a role's own lessons
     are not adopted."""
     rng = random.Random(7)
-    helps = lambda mean=0.3: tally([mean + rng.uniform(-0.2, 0.2) for _ in range(12)])  # noqa: E731
+
+    def helps(mean=0.3):
+        out = evidence.Tally()
+        for i in range(12):
+            d = mean + rng.uniform(-0.2, 0.2)
+            out.add(f"t{i}", 1.2, 1.2 * d, d)  # with the bettors' stakes: an e-value
+        return out
+
     lesson = lambda i, name: Lesson(id=i, text=f"Lesson {name}.")  # noqa: E731
     heads = {
         "solver": Version(library="solver", number=1, next_id=8, lessons=[lesson(f"solver/000{i}", x) for i, x in
@@ -421,6 +428,7 @@ def test_after_the_last_step_a_role_adopts_the_lessons_its_trials_lean_towards()
     assert after == {"planner": ["Lesson c.", "Lesson d twin.", "Lesson g.", "Lesson a."], "critic": ["Lesson a."]}
     assert sorted(m.into for m in done) == ["critic/0001", "planner/0003", "planner/0004"]
     assert promotion.adoptions(heads, tallies, PromotionPolicy(adopt_level=None), same) == []
+    assert promotion.adoptions(heads, tallies, PromotionPolicy(adopt_e_value=10**9), same) == []
 
 
 @pytest.mark.parametrize(

@@ -210,13 +210,14 @@ def prunings(
 def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, same: Same):
     """After a run's last step: each private lesson whose transfer trial in another role leans
     towards helping there (tried on ``min_tasks`` tasks or more, its one-sided lower bound at
-    ``adopt_level`` above zero: the rule by which a lesson stays in its own role) is added to
-    that role's library, unless the role already has it or its twin, or the global library
-    does. The proposer names a wrong role for many of its lessons; the trials say which role a
-    lesson helps, and without this it would stay where it was written, where the end rule may
-    prune it, while the role it helps ends without it. The strongest trial first; one copy per
-    role of lessons judged the same. Each lesson's evidence is left as it is: the copy in the
-    new role is the trial's twin (the same words), so it is counted as one with it."""
+    ``adopt_level`` above zero, the rule by which a lesson stays in its own role, and its
+    e-value reached ``adopt_e_value``) is added to that role's library, unless the role already
+    has it or its twin, or the global library does. The proposer names a wrong role for many
+    of its lessons; the trials say which role a lesson helps, and without this it would stay
+    where it was written, where the end rule may prune it, while the role it helps ends without
+    it. The strongest trial first; one copy per role of lessons judged the same. Each lesson's
+    evidence is left as it is: the copy in the new role is the trial's twin (the same words),
+    so it is counted as one with it."""
     if policy.adopt_level is None:
         return []
     roles = sorted(({v.library for v in heads.values()} | {role for role, _ in tallies}) - {GLOBAL})
@@ -228,7 +229,7 @@ def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], 
                 continue
             for role in roles:
                 e = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
-                if role != library and e.tasks >= policy.min_tasks and likely_helps(e, policy.adopt_level):
+                if role != library and _adoptable(e, policy):
                     found.append((e, lesson))
     moves = []
     has = {role: list(heads.get(role, Version.empty(role)).lessons) for role in roles}
@@ -247,6 +248,15 @@ def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], 
             )  # fmt: skip
         )
     return moves
+
+
+def _adoptable(e: Effect, policy: PromotionPolicy) -> bool:
+    return (
+        policy.adopt_level is not None
+        and e.tasks >= policy.min_tasks
+        and e.e_value >= policy.adopt_e_value
+        and likely_helps(e, policy.adopt_level)
+    )
 
 
 def track_record(tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy) -> tuple[float, int] | None:
