@@ -187,12 +187,12 @@ def prune(
     if logged is not None:
         moves = logged
     else:
-        moves = promotion.prunings(now.heads, now.tallies, policy, last=last)
-        moves += promotion.adoptions(now.heads, now.tallies, policy, now.same) if last else []
-    versions, moves = promotion.execute(moves, now.heads, provenance=stamp)  # each adopted lesson's new id
-    side.prunings.append(key, moves)
+        planned = promotion.prunings(now.heads, now.tallies, policy, last=last)
+        planned += promotion.adoptions(now.heads, now.tallies, policy, now.same) if last else []
+        moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id
+        side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
-        store.commit(versions)
+        store.commit(promotion.execute(moves, now.heads, provenance=stamp)[0])
     return moves
 
 
