@@ -77,8 +77,11 @@ class PromotionPolicy(Settings):
     leaves in a role holds the lessons whose evidence there leans towards helping, not only
     those the model wrote for it. A lesson written for the wrong role goes where it helps; one
     that helps two roles without the evidence for a promotion reaches both. None: a run leaves
-    lessons only where they were written or promoted. Promotions are not touched. Measured in
-    the learning worlds (bench/README.md, "A run's end adopts")."""
+    lessons only where they were written or promoted. Promotions are not touched. In the
+    learning worlds (bench/README.md, "A run's end adopts") the share of the achievable gain
+    rose from 0.42 to 0.60 and from 0.39 to 0.50 in the hard world (judges ``never`` and
+    ``action``, 48 seeds) and from 0.963 to 0.980 in today's (96 seeds), as many runs ending
+    with a harmful lesson as before."""
     adopt_e_value: float = Field(3.0, ge=1)
     """The e-value a trial must have reached for its lesson to be adopted (``adopt_level``): a
     run tries many lessons in many roles, and the bound alone, at 80%, let some lessons that
