@@ -6,8 +6,7 @@ it; one lowers the chance to 0.05 when the planner reads it; one does nothing an
 model proposes no edits, and a promotion needs three roles, so no promotion carries the first
 to the planner; its small effect on the solver is lost in the noise of 12 tasks. After the run's
 last step it is in the planner's library, with its trial's evidence in the prunings log; the
-two others are adopted by no role. With ``adopt_level`` None
-the planner ends with nothing.
+two others are adopted by no role. With ``adopt_level`` None the planner ends with nothing.
 """
 
 import asyncio
@@ -87,6 +86,6 @@ def test_a_lesson_whose_trial_shows_it_helps_another_role_ends_the_run_there(tmp
     assert "leans towards helping" in adopted[0]["reason"]
 
 
-def test_with_adoption_off_a_lesson_stays_where_it_was_written(tmp_path):
+def test_with_adoption_off_the_role_a_lesson_helps_ends_without_it(tmp_path):
     store, moves = run(tmp_path, adopt_level=None)
     assert texts(store, "planner") == [] and not [m for m in moves if m["kind"] == "adopt"]
