@@ -251,12 +251,8 @@ def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], 
 
 
 def _adoptable(e: Effect, policy: PromotionPolicy) -> bool:
-    return (
-        policy.adopt_level is not None
-        and e.tasks >= policy.min_tasks
-        and e.e_value >= policy.adopt_e_value
-        and likely_helps(e, policy.adopt_level)
-    )
+    """``adoptions``' bar (``adopt_level`` is set)."""
+    return e.tasks >= policy.min_tasks and e.e_value >= policy.adopt_e_value and likely_helps(e, policy.adopt_level)
 
 
 def track_record(tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy) -> tuple[float, int] | None:
