@@ -7,6 +7,11 @@ model proposes no edits, and a promotion needs three roles, so no promotion carr
 to the planner; its small effect on the solver is lost in the noise of 12 tasks. After the run's
 last step it is in the planner's library, with its trial's evidence in the prunings log; the
 two others are adopted by no role. With ``adopt_level`` None the planner ends with nothing.
+
+A second world: the model deletes two of the solver's lessons after the first epoch, one that
+does nothing for the solver and much for the planner, and the one that harms the planner. The
+planner's trials showed the first helps it: after the last step the planner adopts it, not the
+second; with ``adopt_departed`` off, the planner ends with neither.
 """
 
 import asyncio
@@ -26,46 +31,59 @@ PLANNER_HARMS = "Skip planning and hand the question straight to the solver."
 NOTHING = "Keep each reply to a few short sentences."
 
 
+PLANNER_ONLY = "List the quantities the question names before choosing an operation."
+
+
 class World:
-    def __init__(self):
+    def __init__(self, deletes: bool = False):
         self.saw: dict[tuple[str, int], list[str]] = {}
+        self.deletes, self.answers = deletes, 0
 
     def respond(self, request: Request) -> str:
         if request.schema is not None:
-            return json.dumps(self.learning(request.schema.__name__))
+            return json.dumps(self.learning(request.schema.__name__, "\n".join(request.messages)))
         role = re.search(r"You are the (\w+)", request.system).group(1)
         if role != "verifier":
             self.saw[(role, request.seed)] = shown(request.system)
             return f"{role} did its part."
         planner, solver = (self.saw.pop((r, request.seed), []) for r in ("planner", "solver"))
-        chance = 0.15 + 0.15 * (HELPS in solver) + 0.6 * (HELPS in planner)
+        chance = 0.15 + 0.15 * (HELPS in solver) + 0.6 * (HELPS in planner) + 0.6 * (PLANNER_ONLY in planner)
         chance = 0.05 if PLANNER_HARMS in planner else chance
+        self.answers += 1
         number = re.search(r"\d+", request.messages[0]).group(0)
         return f"ANSWER: {number if request.unit('outcome') < chance else '0'}"
 
-    def learning(self, schema: str) -> dict:
+    def learning(self, schema: str, body: str) -> dict:
         if schema == "Summary":
             return {"roles": [], "outcome": "scripted"}
         if schema == "Advantage":
-            return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": [], "operations": []}
+            later = self.deletes and self.answers > 72  # the first epoch: 12 tasks x 6 rollouts
+            deletes = [{"op": "delete", "id": i, "reason": "scripted"} for i in ("solver/0001", "solver/0002")]
+            return {
+                "comparison": "scripted",
+                "lessons": "scripted",
+                "deciding_roles": [],
+                "operations": deletes if later else [],
+            }
         if schema == "EditBatch":
-            return {"edits": [{"op": "keep"}]}
+            deletes = [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
+            return {"edits": deletes or [{"op": "keep"}]}
         return {"reason": "scripted", "same": False, "merged": ""}
 
 
-def run(tmp_path, adopt_level: float | None) -> tuple[LibraryStore, list[dict]]:
+def run(tmp_path, adopt_level: float | None, deletes: bool = False, **policy) -> tuple[LibraryStore, list[dict]]:
     roles = [load_role(r) for r in ("planner", "solver", "verifier")]
     tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(12)]
     scenario = Scenario("adopt", roles, tasks, "numeric", test_tasks=[])
     store = LibraryStore(tmp_path / "lib.json")
-    texts = [HELPS, PLANNER_HARMS, NOTHING]
+    texts = [PLANNER_ONLY, PLANNER_HARMS] if deletes else [HELPS, PLANNER_HARMS, NOTHING]
     lessons = [Lesson(id=f"solver/000{i}", text=text) for i, text in enumerate(texts, start=1)]
-    store.commit([Version(library="solver", number=1, next_id=4, lessons=lessons)])
-    policy = PromotionPolicy(adopt_level=adopt_level, min_roles=3)
-    config = TrainConfig(epochs=2, seed=3, group_size=6, promotion=policy)
-    asyncio.run(
-        train(scenario, client=FakeClient(World().respond), store=store, run_dir=tmp_path / "run", config=config)
+    store.commit([Version(library="solver", number=1, next_id=len(texts) + 1, lessons=lessons)])
+    config = TrainConfig(
+        epochs=2, seed=3, group_size=6, promotion=PromotionPolicy(adopt_level=adopt_level, min_roles=3, **policy)
     )
+    world = World(deletes)
+    asyncio.run(train(scenario, client=FakeClient(world.respond), store=store, run_dir=tmp_path / "run", config=config))
     logged = [json.loads(line) for line in (tmp_path / "lib.prunings.jsonl").read_text().splitlines() if line]
     return store, [move for step in logged for move in step["items"]]
 
@@ -89,3 +107,17 @@ def test_a_lesson_whose_trial_shows_it_helps_another_role_ends_the_run_there(tmp
 def test_with_adoption_off_the_role_a_lesson_helps_ends_without_it(tmp_path):
     store, moves = run(tmp_path, adopt_level=None)
     assert texts(store, "planner") == [] and not [m for m in moves if m["kind"] == "adopt"]
+
+
+def test_a_lesson_the_model_deleted_ends_the_run_in_the_role_its_trial_shows_it_helps(tmp_path):
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=True)
+    assert texts(store, "solver") == []  # both deleted by the model's edits
+    assert texts(store, "planner") == [PLANNER_ONLY]
+    (adopted,) = [m for m in moves if m["kind"] == "adopt"]
+    assert adopted["lessons"] == ["solver/0001"] and adopted["roles"] == ["planner"]
+    assert adopted["evidence"][0]["e_now"] >= 10 and adopted["reason"].startswith("it left solver")
+
+
+def test_with_adopt_departed_off_a_deleted_lesson_stays_gone(tmp_path):
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=True, adopt_departed=False)
+    assert texts(store, "solver") == texts(store, "planner") == []

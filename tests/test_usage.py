@@ -431,6 +431,41 @@ def test_after_the_last_step_a_role_adopts_the_lessons_its_trials_lean_towards()
     assert promotion.adoptions(heads, tallies, PromotionPolicy(adopt_e_value=10**9), same) == []
 
 
+def test_after_the_last_step_a_lesson_that_left_is_adopted_only_where_its_trial_shows_it_helps():
+    """A lesson that left its library during the run (pruned, or deleted by an edit) is adopted
+    by a role whose trial shows that it helps there, its e-value standing at 1/alpha; not on a
+    trial that only leans towards helping (what adopts a lesson still in a library), nor on one
+    that crossed 1/alpha and has fallen back (help that stopped), nor with ``adopt_departed``
+    off."""
+
+    def trial(*means: float):
+        out = evidence.Tally()
+        for i, d in enumerate(means):
+            out.add(f"t{i}", 1.2, 1.2 * d, d)  # with the bettors' stakes: an e-value
+        return out
+
+    lesson = lambda i: Lesson(id=i, text=f"Lesson {i}.")  # noqa: E731
+    heads = {"solver": Version(library="solver", number=9, next_id=5, lessons=[lesson("solver/0004")])}
+    departed = [lesson(f"solver/000{i}") for i in (1, 2, 3)]
+    tallies = {
+        ("planner", "solver/0001"): trial(*[0.5] * 12),  # shown to help the planner
+        ("planner", "solver/0002"): trial(*[0.3] * 12),  # leans towards helping, e-value below 10
+        ("planner", "solver/0003"): trial(*[0.5] * 12, *[-0.3] * 12),  # crossed early, fell back
+        ("planner", "solver/0004"): trial(*[0.3] * 12),  # still in the solver's library: the lenient bar
+    }
+    effects = {key: evidence.effect_of(*key, t) for key, t in tallies.items()}
+    assert effects[("planner", "solver/0001")].e_now >= 10 > effects[("planner", "solver/0002")].e_value >= 3
+    assert effects[("planner", "solver/0003")].e_value >= 10 > effects[("planner", "solver/0003")].e_now
+    assert evidence.likely_helps(effects[("planner", "solver/0003")])
+    same = lambda a, b: a.text == b.text  # noqa: E731
+    moves = promotion.adoptions(heads, tallies, PromotionPolicy(), same, departed)
+    assert sorted((m.lessons[0], m.roles[0]) for m in moves) == [("solver/0001", "planner"), ("solver/0004", "planner")]
+    revived = next(m for m in moves if m.lessons[0] == "solver/0001")
+    assert revived.reason.startswith("it left solver; its trial in planner shows it helps there")
+    off = PromotionPolicy(adopt_departed=False)
+    assert [m.lessons[0] for m in promotion.adoptions(heads, tallies, off, same, departed)] == ["solver/0004"]
+
+
 @pytest.mark.parametrize(
     "record, promoted, leave",
     [

@@ -22,11 +22,12 @@ from mas.library.edits import apply
 from mas.library.evidence import Tally
 from mas.library.logs import StepKey
 from mas.library.promotion import Same
+from mas.library.screened import usable
 from mas.library.similar import Judge
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.types.evidence import Effect, PromotionMove
-from mas.types.lessons import GLOBAL, Budget, Provenance, Version
+from mas.types.lessons import GLOBAL, Budget, Lesson, Provenance, Version
 from mas.types.refusals import QuarantineItem, RefusedEdit
 from mas.types.usage import UsageEvent
 
@@ -62,6 +63,19 @@ def snapshot(store: LibraryStore, policy: PromotionPolicy, judge: Judge | None =
     twins = similar.classes((l for v in heads.values() for l in v.lessons), judge.known_same)
     tallies = side.evidence.contrasts(known, twins)
     return Snapshot(heads, judge, known, twins, tallies, evidence.effects(tallies, twins))
+
+
+def departed(store: LibraryStore, now: Snapshot) -> list[Lesson]:
+    """The private lessons that were once in a library and have left it, not by promotion or
+    a merge (those live on as another lesson), in their last words that pass the screen."""
+    out: dict[str, Lesson] = {}
+    for library in store.libraries():
+        if library == GLOBAL:
+            continue
+        here = {lesson.id for lesson in store.head(library, screened=False).lessons}
+        for version in store.versions(library):
+            out.update((l.id, l) for l in usable(version).lessons if l.id not in here and l.id not in now.lineage)
+    return list(out.values())
 
 
 def step_key(provenance: Provenance) -> StepKey:
@@ -188,7 +202,7 @@ def prune(
         moves = logged
     else:
         planned = promotion.prunings(now.heads, now.tallies, policy, last=last)
-        planned += promotion.adoptions(now.heads, now.tallies, policy, now.same) if last else []
+        planned += promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now)) if last else []
         moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id
         side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):

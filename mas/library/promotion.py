@@ -28,7 +28,7 @@ a little, and it is kept rare by pruning on the lenient rule one lesson at a tim
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from statistics import NormalDist
 
 from mas.config import PromotionPolicy
@@ -207,7 +207,13 @@ def prunings(
     return moves
 
 
-def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, same: Same):
+def adoptions(
+    heads: dict[str, Version],
+    tallies: dict[tuple[str, str], Tally],
+    policy: PromotionPolicy,
+    same: Same,
+    departed: Iterable[Lesson] = (),
+) -> list[PromotionMove]:
     """After a run's last step: each private lesson whose transfer trial in another role leans
     towards helping there (tried on ``min_tasks`` tasks or more, its one-sided lower bound at
     ``adopt_level`` above zero, the rule by which a lesson stays in its own role, and its
@@ -217,35 +223,43 @@ def adoptions(heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], 
     where it was written, where the end rule may prune it, while the role it helps ends without
     it. The strongest trial first; one copy per role of lessons judged the same. Each lesson's
     evidence is left as it is: the copy in the new role is the trial's twin (the same words),
-    so it is counted as one with it."""
+    so it is counted as one with it.
+
+    ``departed``: private lessons that left their library during the run (pruned there, or
+    deleted by an edit; ``adopt_departed``). Such a lesson is adopted only where its trial
+    shows that it helps, by the test a promotion asks of each role (its e-value stands at
+    1/alpha), as well as leaning towards helping: a lesson that left is a selection, and its
+    trial's evidence stopped when it left."""
     if policy.adopt_level is None:
         return []
     roles = sorted(({v.library for v in heads.values()} | {role for role, _ in tallies}) - {GLOBAL})
     shared = heads.get(GLOBAL, Version.empty(GLOBAL)).lessons
+    live = [(lesson, v.library, False) for v in heads.values() if v.library != GLOBAL for lesson in v.lessons]
+    gone = [(lesson, lesson.id.rpartition("/")[0], True) for lesson in departed] if policy.adopt_departed else []
     found = []
-    for library in roles:
-        for lesson in heads.get(library, Version.empty(library)).lessons:
-            if any(same(lesson, g) for g in shared):
-                continue
-            for role in roles:
-                e = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
-                if role != library and _adoptable(e, policy):
-                    found.append((e, lesson))
+    for lesson, library, left in live + gone:
+        if any(same(lesson, g) for g in shared):
+            continue
+        for role in roles:
+            e = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
+            if role != library and _adoptable(e, policy) and (not left or helps(e, policy, now=True)):
+                found.append((e, lesson, library if left else None))
     moves = []
     has = {role: list(heads.get(role, Version.empty(role)).lessons) for role in roles}
-    for e, lesson in sorted(found, key=lambda pair: (-pair[0].lcb, pair[1].id, pair[0].role)):
+    for e, lesson, left in sorted(found, key=lambda item: (-item[0].lcb, item[1].id, item[0].role)):
         if any(same(lesson, m) for m in has[e.role]):
             continue
         has[e.role].append(lesson)
+        reason = (
+            f"its trial in {e.role} leans towards helping ({e.effect:+.3f} over {e.tasks} tasks)"
+            if left is None
+            else f"it left {left}; its trial in {e.role} shows it helps there (e-value {e.e_now:.1f},"
+            f" {e.effect:+.3f} over {e.tasks} tasks)"
+        )
         moves.append(
             PromotionMove(
-                kind="adopt",
-                text=lesson.text,
-                lessons=[lesson.id],
-                evidence=[e],
-                roles=[e.role],
-                reason=f"its trial in {e.role} leans towards helping ({e.effect:+.3f} over {e.tasks} tasks)",
-            )  # fmt: skip
+                kind="adopt", text=lesson.text, lessons=[lesson.id], evidence=[e], roles=[e.role], reason=reason
+            )
         )
     return moves
 
