@@ -435,8 +435,8 @@ def test_after_the_last_step_a_lesson_that_left_is_adopted_only_where_its_trial_
     """A lesson that left its library during the run (pruned, or deleted by an edit) is adopted
     by a role whose trial shows that it helps there, its e-value standing at 1/alpha; not on a
     trial that only leans towards helping (what adopts a lesson still in a library), nor on one
-    that crossed 1/alpha and has fallen back (help that stopped), nor with ``adopt_departed``
-    off."""
+    that crossed 1/alpha and has fallen back (help that stopped), nor into a role that had it
+    and saw it leave, nor with ``adopt_departed`` off."""
 
     def trial(*means: float):
         out = evidence.Tally()
@@ -446,8 +446,11 @@ def test_after_the_last_step_a_lesson_that_left_is_adopted_only_where_its_trial_
 
     lesson = lambda i: Lesson(id=i, text=f"Lesson {i}.")  # noqa: E731
     heads = {"solver": Version(library="solver", number=9, next_id=5, lessons=[lesson("solver/0004")])}
-    departed = [lesson(f"solver/000{i}") for i in (1, 2, 3)]
+    departed = [lesson(f"solver/000{i}") for i in (1, 2, 3, 5)] + [
+        Lesson(id="planner/0002", text="Lesson solver/0005.")
+    ]
     tallies = {
+        ("planner", "solver/0005"): trial(*[0.5] * 12),  # the planner had it and saw it leave
         ("planner", "solver/0001"): trial(*[0.5] * 12),  # shown to help the planner
         ("planner", "solver/0002"): trial(*[0.3] * 12),  # leans towards helping, e-value below 10
         ("planner", "solver/0003"): trial(*[0.5] * 12, *[-0.3] * 12),  # crossed early, fell back

@@ -229,21 +229,26 @@ def adoptions(
     deleted by an edit; ``adopt_departed``). Such a lesson is adopted only where its trial
     shows that it helps, by the test a promotion asks of each role (its e-value stands at
     1/alpha), as well as leaning towards helping: a lesson that left is a selection, and its
-    trial's evidence stopped when it left."""
+    trial's evidence stopped when it left. Never into a role that had it (or its twin) and saw
+    it leave: that role's own evidence is the newer."""
     if policy.adopt_level is None:
         return []
     roles = sorted(({v.library for v in heads.values()} | {role for role, _ in tallies}) - {GLOBAL})
     shared = heads.get(GLOBAL, Version.empty(GLOBAL)).lessons
-    live = [(lesson, v.library, False) for v in heads.values() if v.library != GLOBAL for lesson in v.lessons]
-    gone = [(lesson, lesson.id.rpartition("/")[0], True) for lesson in departed] if policy.adopt_departed else []
+    departed = list(departed) if policy.adopt_departed else []
+    had = {role: [lesson for lesson in departed if _library(lesson) == role] for role in roles}
+    candidates = [(lesson, False) for v in heads.values() if v.library != GLOBAL for lesson in v.lessons]
+    candidates += [(lesson, True) for lesson in departed]
     found = []
-    for lesson, library, left in live + gone:
+    for lesson, left in candidates:
         if any(same(lesson, g) for g in shared):
             continue
         for role in roles:
             e = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
-            if role != library and _adoptable(e, policy) and (not left or helps(e, policy, now=True)):
-                found.append((e, lesson, library if left else None))
+            if role == _library(lesson) or not _adoptable(e, policy):
+                continue
+            if not left or (helps(e, policy, now=True) and not any(same(lesson, m) for m in had[role])):
+                found.append((e, lesson, left))
     moves = []
     has = {role: list(heads.get(role, Version.empty(role)).lessons) for role in roles}
     for e, lesson, left in sorted(found, key=lambda item: (-item[0].lcb, item[1].id, item[0].role)):
@@ -251,10 +256,10 @@ def adoptions(
             continue
         has[e.role].append(lesson)
         reason = (
-            f"its trial in {e.role} leans towards helping ({e.effect:+.3f} over {e.tasks} tasks)"
-            if left is None
-            else f"it left {left}; its trial in {e.role} shows it helps there (e-value {e.e_now:.1f},"
+            f"it left {_library(lesson)}; its trial in {e.role} shows it helps there (e-value {e.e_now:.1f},"
             f" {e.effect:+.3f} over {e.tasks} tasks)"
+            if left
+            else f"its trial in {e.role} leans towards helping ({e.effect:+.3f} over {e.tasks} tasks)"
         )
         moves.append(
             PromotionMove(
@@ -262,6 +267,10 @@ def adoptions(
             )
         )
     return moves
+
+
+def _library(lesson: Lesson) -> str:
+    return lesson.id.rpartition("/")[0]
 
 
 def _adoptable(e: Effect, policy: PromotionPolicy) -> bool:
