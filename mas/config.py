@@ -96,8 +96,8 @@ class PromotionPolicy(Settings):
     reason: with the bar of ``adopt_e_value`` alone, lessons that stopped helping came back (in
     the hard learning world, a drifting lesson adopted on its first epoch's trial). In the hard
     learning world (bench/README.md, 48 seeds) the share of the achievable gain rose from 0.604
-    to 0.621 (judge ``never``; 9 seeds better, 1 worse) and from 0.497 to 0.502 (``action``),
-    as many runs ending with a harmful lesson as before; today's world did not move."""
+    to 0.623 with the judge ``never`` (9 seeds better, none worse) and stayed at 0.497 with
+    ``action``, as many harmful lessons left as before; today's world did not move."""
     standing: bool = True
     """A promotion counts a role whose e-process stands at 1/alpha at the pass, not one whose
     e-process reached it once and has fallen back: the lesson's roles must be shown to help
