@@ -263,9 +263,9 @@ def test_the_sandbox_dies_with_mas(unsafe):
     )
     mas_process = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ), stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):  # until the code runs
-            if set(alive(marker)) - {mas_process.pid}:
-                break
+        deadline = time.monotonic() + 60  # until the code runs: a loaded machine takes a while to start mas
+        while not set(alive(marker)) - {mas_process.pid}:
+            assert time.monotonic() < deadline and mas_process.poll() is None, "the code never started"
             time.sleep(0.05)
         mas_process.kill()
         mas_process.wait()
