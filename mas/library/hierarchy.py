@@ -192,7 +192,9 @@ def prune(
     not lean towards helping leaves, and every younger one when the lessons tried before do not
     help on average (``PromotionPolicy.end_level``, ``promotion.prunings``); and a lesson whose
     trial in another role leans towards helping there is added to that role's library
-    (``PromotionPolicy.adopt_level``, ``promotion.adoptions``), logged in the same file."""
+    (``PromotionPolicy.adopt_level``, ``promotion.adoptions``), and so is a lesson that left
+    its library (``departed``) whose trial there shows that it helps (``adopt_departed``),
+    logged in the same file."""
     side = store.side
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)
