@@ -194,6 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
     owner: FaultServer
     protocol_version = "HTTP/1.1"  # keep-alive, like a real endpoint
     timeout = 60  # an idle kept-alive connection is dropped after this
+    counted = False  # this connection's call is in ``busy``
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -244,12 +245,21 @@ class _Handler(BaseHTTPRequestHandler):
             server.busy += 1
             server.served += 1
             server.peak = max(server.peak, server.busy)
+        self.counted = True
         time.sleep(server.latency)
         try:
             self._answer_now(body, request)
         finally:
-            with server.lock:
-                server.busy -= 1
+            self._done()
+
+    def _done(self) -> None:
+        """The call no longer counts as busy. Called before the first byte of the reply is
+        written: a client that has its reply may send its next call at once, and that call
+        must not meet this one still counted."""
+        if self.counted:
+            self.counted = False
+            with self.owner.lock:
+                self.owner.busy -= 1
 
     def _answer_now(self, body: dict, request: Request) -> None:
         server = self.owner
@@ -298,6 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if kind == "truncated":
             data = json.dumps(completion).encode()
+            self._done()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -312,6 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
 
     def _send_raw(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self._done()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
