@@ -34,6 +34,7 @@ the model below at the last epoch's effects, never sampled.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -63,6 +64,19 @@ NEGATION = 0.6
 """A negation of a helpful lesson takes away this share of the lesson's effect, per role."""
 HARM = 0.005
 """A lesson whose removal raises the team's chance by more than this is harmful."""
+
+
+def draw(request: Request, salt: str) -> float:
+    """A number in [0, 1) fixed by the call's seed and ``salt``, not by its prompt: the worlds'
+    only source of chance. mas derives each call's seed from the run's seed and the call's
+    place in the run (the rollout, the group, the pair judged), never from what the call
+    shows, so every call still draws its own number, and two runs of one seed that differ in
+    what their prompts show draw the same numbers for the same calls (common random numbers):
+    a paired difference of two variants then measures the variants, not two draws of the
+    world's chance. (Keyed by the prompt, as ``Request.unit`` is, a change to one rollout's
+    prompt drew every later number anew.)"""
+    key = json.dumps([request.seed, salt])
+    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) / 16**12
 
 
 @dataclass(frozen=True)
@@ -251,8 +265,8 @@ class HardWorld:
         if role != "verifier":
             return f"{role} did its part."
         epoch = seeds.index(request.seed) // self.group_size
-        right = request.unit("outcome") < self.success(task, self._seen.pop(request.seed), epoch=epoch)
-        if request.unit("grader") < self.switches.grader_noise:
+        right = draw(request, "outcome") < self.success(task, self._seen.pop(request.seed), epoch=epoch)
+        if draw(request, "grader") < self.switches.grader_noise:
             right = not right
         number = re.search(r"\d+", task).group(0)
         return f"ANSWER: {number if right else '0'}"
@@ -273,12 +287,12 @@ class HardWorld:
             role = section.split("\n", 1)[0].strip()
             listed = re.search(r"^Lessons shown: (.*)$", section, re.M)
             ids = [i for i in listed.group(1).split(", ") if i != "none"] if listed else []
-            applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
+            applied = [i for i in ids if draw(request, f"judged {role} {i}") < (0.7 if won else 0.3)]
             roles.append({"role": role, "steps": ["did its part"], "applied": applied})
         return {"roles": roles, "outcome": "right" if won else "wrong"}
 
     def _advantage(self, request: Request, body: str) -> dict:
-        u = request.unit
+        u = lambda salt: draw(request, salt)  # noqa: E731
         helpful_share, right_role = (0.2, 0.5) if self.switches.proposer else (0.6, 0.7)
         good = [t for t in self._texts if self._helps[t]]
         other = [t for t in self._texts if not self._helps[t]]
@@ -299,7 +313,7 @@ class HardWorld:
     def _edit(self, request: Request, body: str) -> dict:
         """An editor that takes the proposals as they come, dropping one add in ten."""
         adds = re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)
-        edits = [{"op": "add", "text": t} for i, t in enumerate(adds) if request.unit(f"drop {i}") >= 0.1]
+        edits = [{"op": "add", "text": t} for i, t in enumerate(adds) if draw(request, f"drop {i}") >= 0.1]
         edits += [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
         return {"edits": edits or [{"op": "keep"}]}
 
@@ -317,7 +331,7 @@ class HardWorld:
             same = _norm(a) == _norm(b) or (first == second != "?" and "not" not in (kind_a, kind_b))
         else:
             same = (self.key(a) == self.key(b) != "?") or _norm(a) == _norm(b)
-            if request.unit("judge errs") < 0.1:
+            if draw(request, "judge errs") < 0.1:
                 same = not same
         return {"reason": "scripted", "same": same, "merged": a if same else ""}
 
@@ -335,4 +349,4 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split()).rstrip(".")
 
 
-__all__ = ["HARD", "HARMFUL", "JUDGES", "LESSONS", "HardWorld", "Lesson", "Switches", "overlap"]
+__all__ = ["HARD", "HARMFUL", "JUDGES", "LESSONS", "HardWorld", "Lesson", "Switches", "draw", "overlap"]

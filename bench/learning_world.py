@@ -37,9 +37,14 @@ look (``reachable``). It says how much the data held: at 40 tasks, 0.72 with all
 look, so recall 0.8 is out of reach of any test of this estimate at this error rate.
 
 The planted world runs 24 seeds: recall is a share of 3 lessons a seed, and over 6 seeds its
-standard error was 0.12 (it is printed beside it); over 24 seeds it is about 0.05, and a change
-of path draws the seeds' outcomes anew, so a difference between two rows below 0.1 needs more
-seeds (``--seeds``, ``--null-seeds``): mas's recall was 0.67 on seeds 0-23 and 0.59 on 24-95.
+standard error was 0.12 (it is printed beside it); over 24 seeds it is about 0.05, so a
+difference between two rows below 0.1 needs more seeds (``--seeds``, ``--null-seeds``): mas's
+recall was 0.67 on seeds 0-23 and 0.59 on 24-95. The worlds draw every number from the call's
+seed, not its prompt (``hard_world.draw``): two rows of one seed that show different lessons
+draw the same numbers for the same calls, so their paired difference is theirs, not two draws
+of the world's chance. A row's own luck on a seed is another matter: mas's run seed
+(``settings={"seed": ...}``) draws the exposures, the task order and every call anew on the same
+world.
 ``--more-data`` adds mas at 80 tasks an epoch and with groups of 8 rollouts, the rest
 unchanged: what recall gains from more data.
 The seeds run in parallel, one process each.
@@ -90,7 +95,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hard_lessons
 import today_rule
-from hard_world import HARD, JUDGES, HardWorld, Switches
+from hard_world import HARD, JUDGES, HardWorld, Switches, draw
 
 from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig, ablated
 from mas.library import evidence, hierarchy, promotion
@@ -289,7 +294,7 @@ class World:
             return f"{role} did its part."
         chance = self.success(task, self.seen.pop(request.seed))
         number = re.search(r"\d+", task).group(0)
-        return f"ANSWER: {number if request.unit('outcome') < chance else '0'}"
+        return f"ANSWER: {number if draw(request, 'outcome') < chance else '0'}"
 
     def _learning(self, request: Request) -> dict:
         name = request.schema.__name__
@@ -311,19 +316,19 @@ class World:
             role = section.split("\n", 1)[0].strip()
             listed = re.search(r"^Lessons shown: (.*)$", section, re.M)
             ids = [i for i in listed.group(1).split(", ") if i != "none"] if listed else []
-            applied = [i for i in ids if request.unit(f"judged {role} {i}") < (0.7 if won else 0.3)]
+            applied = [i for i in ids if draw(request, f"judged {role} {i}") < (0.7 if won else 0.3)]
             roles.append({"role": role, "steps": ["did its part"], "applied": applied})
         return {"roles": roles, "outcome": "right" if won else "wrong"}
 
     def _advantage(self, request: Request, body: str) -> dict:
-        u = lambda salt: request.unit(salt)  # noqa: E731
-        draw = u("kind")
+        u = lambda salt: draw(request, salt)  # noqa: E731
+        kind = u("kind")
         helpful = [p for p in PLANTED if any(v > 0 for v in p.effect.values())]
-        if draw < 0.6:
+        if kind < 0.6:
             p, negated = helpful[int(u("p") * len(helpful))], False
-        elif draw < 0.75:
+        elif kind < 0.75:
             p, negated = [q for q in PLANTED if not q.effect][int(u("n") * 2)], False
-        elif draw < 0.88:
+        elif kind < 0.88:
             p, negated = [q for q in PLANTED if any(v < 0 for v in q.effect.values())][int(u("h") * 2)], False
         else:
             p, negated = helpful[int(u("g") * len(helpful))], True
@@ -338,14 +343,14 @@ class World:
 
     def _edit(self, request: Request, body: str) -> dict:
         adds = re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)
-        edits = [{"op": "add", "text": t} for i, t in enumerate(adds) if request.unit(f"drop {i}") >= 0.1]
+        edits = [{"op": "add", "text": t} for i, t in enumerate(adds) if draw(request, f"drop {i}") >= 0.1]
         edits += [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
         return {"edits": edits or [{"op": "keep"}]}
 
     def _equivalence(self, request: Request, body: str) -> dict:
         a, b = re.findall(r"^Lesson [AB]: (.+)$", body, re.M)
         same = self.identity.get(_norm(a), (a, False)) == self.identity.get(_norm(b), (b, False))
-        if request.unit("judge errs") < 0.1:
+        if draw(request, "judge errs") < 0.1:
             same = not same
         return {"reason": "scripted", "same": same, "merged": a if same else ""}
 
