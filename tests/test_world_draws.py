@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from mas.models.fake import Request
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -47,8 +49,6 @@ def test_no_seed_and_salt_is_drawn_by_two_different_calls(worlds, monkeypatch, h
 
 def test_a_call_draws_the_same_number_whatever_its_prompt_shows(worlds):
     _, hw = worlds
-    from mas.models.fake import Request
-
     bare = Request("You are the solver.", ["What is 2 + 2?"], [], None, seed=7)
     shown = Request("You are the solver.\n- Reread the question.", ["What is 2 + 2?"], [], None, seed=7)
     assert hw.draw(bare, "outcome") == hw.draw(shown, "outcome")
