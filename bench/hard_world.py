@@ -43,6 +43,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the lessons beside it, however this is loaded
@@ -292,7 +293,7 @@ class HardWorld:
         return {"roles": roles, "outcome": "right" if won else "wrong"}
 
     def _advantage(self, request: Request, body: str) -> dict:
-        u = lambda salt: draw(request, salt)  # noqa: E731
+        u = partial(draw, request)
         helpful_share, right_role = (0.2, 0.5) if self.switches.proposer else (0.6, 0.7)
         good = [t for t in self._texts if self._helps[t]]
         other = [t for t in self._texts if not self._helps[t]]

@@ -87,6 +87,7 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -321,7 +322,7 @@ class World:
         return {"roles": roles, "outcome": "right" if won else "wrong"}
 
     def _advantage(self, request: Request, body: str) -> dict:
-        u = lambda salt: draw(request, salt)  # noqa: E731
+        u = partial(draw, request)
         kind = u("kind")
         helpful = [p for p in PLANTED if any(v > 0 for v in p.effect.values())]
         if kind < 0.6:

@@ -2,7 +2,6 @@
 their law holds only if mas gives every call a seed of its own: a seed shared by two different
 calls would draw the same outcome for both. Trains both worlds briefly and checks it."""
 
-import importlib.util
 import json
 import sys
 from collections import defaultdict
@@ -13,22 +12,14 @@ import pytest
 
 from mas.models.fake import Request
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-
-@pytest.fixture(scope="module")
-def worlds():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("learning_world", BENCH / "learning_world.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learning_world"] = module
-    spec.loader.exec_module(module)
-    return module, sys.modules["hard_world"]
+import hard_world as hw
+import learning_world as lw
 
 
 @pytest.mark.parametrize("hard", [False, True])
-def test_no_seed_and_salt_is_drawn_by_two_different_calls(worlds, monkeypatch, hard):
-    lw, hw = worlds
+def test_no_seed_and_salt_is_drawn_by_two_different_calls(monkeypatch, hard):
     prompts = defaultdict(set)  # (seed, salt) -> the prompts that drew it
     draw = hw.draw
 
@@ -47,8 +38,7 @@ def test_no_seed_and_salt_is_drawn_by_two_different_calls(worlds, monkeypatch, h
     assert not shared
 
 
-def test_a_call_draws_the_same_number_whatever_its_prompt_shows(worlds):
-    _, hw = worlds
+def test_a_call_draws_the_same_number_whatever_its_prompt_shows():
     bare = Request("You are the solver.", ["What is 2 + 2?"], [], None, seed=7)
     shown = Request("You are the solver.\n- Reread the question.", ["What is 2 + 2?"], [], None, seed=7)
     assert hw.draw(bare, "outcome") == hw.draw(shown, "outcome")
