@@ -34,6 +34,13 @@ class ExposurePolicy(Settings):
     trials: int = Field(8, ge=0)
     """Lessons of other roles shown to each role as transfer trials at once, the strongest where
     they are first (0: no trials)."""
+    departed: float | None = Field(3.0, ge=1)
+    """A lesson that left its library (pruned there, or deleted by an edit) goes on with its
+    transfer trial in a role where that trial's e-value has reached this, in the trial places
+    the libraries' own lessons leave free (``exposure.trial_lessons``): the proposer names a
+    wrong role for many lessons, the role it was written for prunes it, and the trial in the
+    role it helps stopped with it, too short for an adoption (``PromotionPolicy.adopt_departed``
+    asks an e-value standing at 1/alpha). None: a trial stops when its lesson leaves."""
     off: bool = False
     """Show every injected lesson to every rollout: no evidence is gathered."""
 

@@ -11,14 +11,19 @@ two others are adopted by no role. With ``adopt_level`` None the planner ends wi
 A second world: the model deletes two of the solver's lessons after the first epoch, one that
 does nothing for the solver and much for the planner, and the one that harms the planner. The
 planner's trials showed the first helps it: after the last step the planner adopts it, not the
-second; with ``adopt_departed`` off, the planner ends with neither.
+second; with ``adopt_departed`` off, the planner ends with neither. When the model deletes them
+after the first two steps, the planner's trial of the first goes on after it left (its e-value
+there had reached 3, ``ExposurePolicy.departed``) until it shows that it helps; with the trials
+stopped when a lesson leaves, or when the model deletes them after one step (the trial leaned
+towards helping, below an e-value of 3), it is adopted by no role.
 """
 
 import asyncio
 import json
 import re
 
-from mas.config import PromotionPolicy, TrainConfig
+from mas.config import ExposurePolicy, PromotionPolicy, TrainConfig
+from mas.library import hierarchy
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request, shown
 from mas.team.scenario import Scenario, load_role
@@ -35,9 +40,10 @@ PLANNER_ONLY = "List the quantities the question names before choosing an operat
 
 
 class World:
-    def __init__(self, deletes: bool = False):
+    def __init__(self, deletes: int | None = None):
         self.saw: dict[tuple[str, int], list[str]] = {}
         self.deletes, self.answers = deletes, 0
+        self.summaries: list[tuple[int, str]] = []  # (answers before it, its prompt)
 
     def respond(self, request: Request) -> str:
         if request.schema is not None:
@@ -55,9 +61,10 @@ class World:
 
     def learning(self, schema: str, body: str) -> dict:
         if schema == "Summary":
+            self.summaries.append((self.answers, body))
             return {"roles": [], "outcome": "scripted"}
         if schema == "Advantage":
-            later = self.deletes and self.answers > 72  # the first epoch: 12 tasks x 6 rollouts
+            later = self.deletes is not None and self.answers > self.deletes  # answers so far
             deletes = [{"op": "delete", "id": i, "reason": "scripted"} for i in ("solver/0001", "solver/0002")]
             return {
                 "comparison": "scripted",
@@ -71,18 +78,26 @@ class World:
         return {"reason": "scripted", "same": False, "merged": ""}
 
 
-def run(tmp_path, adopt_level: float | None, deletes: bool = False, **policy) -> tuple[LibraryStore, list[dict]]:
+def run(
+    tmp_path, adopt_level: float | None, deletes: int | None = None, exposure=None, world=None, **policy
+) -> tuple[LibraryStore, list[dict]]:
+    """``deletes``: the model deletes the solver's lessons once the team has given more than this many
+    answers (72: the first epoch, 12 tasks x 6 rollouts)."""
     roles = [load_role(r) for r in ("planner", "solver", "verifier")]
     tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(12)]
     scenario = Scenario("adopt", roles, tasks, "numeric", test_tasks=[])
     store = LibraryStore(tmp_path / "lib.json")
-    texts = [PLANNER_ONLY, PLANNER_HARMS] if deletes else [HELPS, PLANNER_HARMS, NOTHING]
+    texts = [PLANNER_ONLY, PLANNER_HARMS] if deletes is not None else [HELPS, PLANNER_HARMS, NOTHING]
     lessons = [Lesson(id=f"solver/000{i}", text=text) for i, text in enumerate(texts, start=1)]
     store.commit([Version(library="solver", number=1, next_id=len(texts) + 1, lessons=lessons)])
     config = TrainConfig(
-        epochs=2, seed=3, group_size=6, promotion=PromotionPolicy(adopt_level=adopt_level, min_roles=3, **policy)
+        epochs=2,
+        seed=3,
+        group_size=6,
+        promotion=PromotionPolicy(adopt_level=adopt_level, min_roles=3, **policy),
+        exposure=exposure or ExposurePolicy(),
     )
-    world = World(deletes)
+    world = world or World(deletes)
     asyncio.run(train(scenario, client=FakeClient(world.respond), store=store, run_dir=tmp_path / "run", config=config))
     logged = [json.loads(line) for line in (tmp_path / "lib.prunings.jsonl").read_text().splitlines() if line]
     return store, [move for step in logged for move in step["items"]]
@@ -110,7 +125,7 @@ def test_with_adoption_off_the_role_a_lesson_helps_ends_without_it(tmp_path):
 
 
 def test_a_lesson_the_model_deleted_ends_the_run_in_the_role_its_trial_shows_it_helps(tmp_path):
-    store, moves = run(tmp_path, adopt_level=0.2, deletes=True)
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=72)
     assert texts(store, "solver") == []  # both deleted by the model's edits
     assert texts(store, "planner") == [PLANNER_ONLY]
     (adopted,) = [m for m in moves if m["kind"] == "adopt"]
@@ -119,5 +134,29 @@ def test_a_lesson_the_model_deleted_ends_the_run_in_the_role_its_trial_shows_it_
 
 
 def test_with_adopt_departed_off_a_deleted_lesson_stays_gone(tmp_path):
-    store, moves = run(tmp_path, adopt_level=0.2, deletes=True, adopt_departed=False)
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=72, adopt_departed=False)
     assert texts(store, "solver") == texts(store, "planner") == []
+
+
+def test_a_trial_that_went_well_goes_on_after_its_lesson_left_until_it_shows_the_lesson_helps(tmp_path):
+    world = World(deletes=24)  # deleted after two steps of 4 tasks
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=24, world=world)
+    assert texts(store, "solver") == [] and texts(store, "planner") == [PLANNER_ONLY]
+    (adopted,) = [m for m in moves if m["kind"] == "adopt"]
+    assert adopted["lessons"] == ["solver/0001"] and adopted["reason"].startswith("it left solver")
+    assert adopted["evidence"][0]["tasks"] == 12 > 8  # tried on tasks it met after it left
+    later = [body for answers, body in world.summaries if answers > 48]  # the steps after it left
+    assert later and all(f"[solver/0001] {PLANNER_ONLY}" in body for body in later)  # its words, not its id alone
+
+
+def test_with_the_trials_stopped_when_a_lesson_leaves_no_role_adopts_it(tmp_path):
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=24, exposure=ExposurePolicy(departed=None))
+    assert texts(store, "planner") == [] and not [m for m in moves if m["kind"] == "adopt"]
+    assert hierarchy.effects(store, PromotionPolicy())[("planner", "solver/0001")].tasks == 8
+
+
+def test_a_trial_that_only_leaned_towards_helping_stops_when_its_lesson_leaves(tmp_path):
+    store, moves = run(tmp_path, adopt_level=0.2, deletes=0)  # deleted after the first step
+    planner = hierarchy.effects(store, PromotionPolicy())[("planner", "solver/0001")]
+    assert planner.tasks == 4 and planner.effect > 0.3 and planner.e_value < 3
+    assert texts(store, "planner") == [] and not [m for m in moves if m["kind"] == "adopt"]

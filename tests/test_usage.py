@@ -610,6 +610,52 @@ def test_transfer_trials_take_other_roles_lessons_strongest_first_until_settled(
     ]
 
 
+def test_a_lesson_that_left_goes_on_with_the_trials_that_went_well_in_the_places_left_free():
+    """A lesson that left its library goes on with a transfer trial whose e-value there reached
+    ``reached``, after the libraries' own lessons; not with one that only leans towards
+    helping below it, nor in the role it left, nor in one that saw its twin leave."""
+    kept = Lesson(id="planner/0001", text="Still in the planner's library.")
+    heads = {
+        "planner": Version(library="planner", number=2, next_id=3, lessons=[kept]),
+        "solver": Version(library="solver", number=3, next_id=9, lessons=[]),
+    }
+    strong, weaker, leaning, settled, twin = (
+        Lesson(id=f"verifier/000{i}", text=t) for i, t in enumerate(("A.", "B.", "C.", "D.", "E."), 1)
+    )
+    gone = Lesson(id="solver/0007", text="The solver's, gone.")
+    twin_gone = Lesson(id="solver/0008", text="E, in the solver's words.")
+
+    def trial(lesson, e_value, effect=0.1):
+        return Effect(
+            role="solver", lesson=lesson.id, tasks=8, contrasts=8, exposures=8, effect=effect, lcb=effect - 0.2,
+            ucb=effect + 0.2, e_value=e_value, trial=True,
+        )  # fmt: skip
+
+    effects = {
+        ("solver", strong.id): trial(strong, 8.0),
+        ("solver", weaker.id): trial(weaker, 3.0),
+        ("solver", leaning.id): trial(leaning, 2.9, effect=0.2),  # leans towards helping, below 3
+        ("solver", settled.id): trial(settled, 4.0, effect=-0.5),  # peaked, then settled: cannot help
+        ("solver", twin.id): trial(twin, 9.0),
+        ("planner", gone.id): trial(gone, 5.0),
+    }
+    departed = [leaning, weaker, settled, twin, strong, gone, twin_gone]
+    same = lambda a, b: {a.id, b.id} == {twin.id, twin_gone.id}  # noqa: E731
+    policy = PromotionPolicy()
+
+    def tried(role, most=8, reached=3.0):
+        found = exposure.trial_lessons(
+            role, heads, effects, most=most, promotion=policy, same=same, departed=departed, reached=reached
+        )
+        return [l.id for l in found]
+
+    assert tried("solver") == ["planner/0001", strong.id, weaker.id]  # the library's lesson first
+    assert tried("solver", most=2) == ["planner/0001", strong.id]  # only in the places left free
+    assert tried("solver", reached=None) == ["planner/0001"]  # trials stop when their lesson leaves
+    assert tried("planner") == [gone.id]  # never in the role it left: the solver's trial goes on here
+    assert tried("solver", reached=2.0) == ["planner/0001", strong.id, weaker.id, leaning.id]
+
+
 # -- the graph -------------------------------------------------------------------------------
 
 

@@ -13,7 +13,9 @@ is under evaluation, for each role:
 - the lessons with nothing left to decide, in a ``retest`` share of the groups (all of them by
   default: below);
 - lessons of other roles' libraries (transfer trials), the strongest where they are first, from
-  the step after they are written until their trial here has settled that they cannot help.
+  the step after they are written until their trial here has settled that they cannot help;
+  in the places they leave free, lessons that left their library whose trial here was going
+  well (``ExposurePolicy.departed``).
 
 Shares: half the rollouts (``share`` 0.5) see a lesson under evaluation: an even split makes
 the contrast of a group most precise. Why every lesson stays under evaluation by default
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from mas.config import ExposurePolicy, PromotionPolicy, seed_of
@@ -95,30 +97,50 @@ def trial_lessons(
     most: int,
     promotion: PromotionPolicy,
     same: Callable[[Lesson, Lesson], bool] = lambda a, b: False,
+    departed: Iterable[Lesson] = (),
+    reached: float | None = None,
 ) -> list[Lesson]:
     """Up to ``most`` private lessons of other roles to try on ``role``, the strongest where they
     are first (by their e-value there), from the step after they are written: a lesson's second
     role needs as many groups as its first, and waiting for it to look promising first left the
     trial too little time. Never one whose trial here has settled that it cannot help
     (``promotion.cannot_help``), one the role already has in other words (its own copy carries
-    that evidence), or two that say the same thing."""
+    that evidence), or two that say the same thing.
+
+    The places the libraries' lessons leave free go to lessons that left their library
+    (``departed``) whose trial here has reached an e-value of ``reached`` (None: none go on),
+    the strongest here first; never in the role a lesson left, nor in one that saw its twin
+    leave (that role's own evidence is the newer)."""
     own = heads.get(role, Version.empty(role)).lessons
+
+    def open_here(lesson: Lesson) -> bool:
+        here = effects.get((role, lesson.id))
+        return not (here is not None and cannot_help(here, promotion)) and not any(same(lesson, m) for m in own)
+
     found = []
     for version in heads.values():
         if version.library in (GLOBAL, role):
             continue
         for lesson in version.lessons:
-            here = effects.get((role, lesson.id))
-            if (here is not None and cannot_help(here, promotion)) or any(same(lesson, m) for m in own):
-                continue
-            where = effects.get((version.library, lesson.id))
-            found.append((where.e_value if where else 1.0, lesson))
-    found.sort(key=lambda pair: (-pair[0], pair[1].id))
+            if open_here(lesson):
+                where = effects.get((version.library, lesson.id))
+                found.append((0, where.e_value if where else 1.0, lesson))
+    left = [lesson for lesson in departed if _library(lesson) == role]
+    for lesson in departed if reached is not None else ():
+        here = effects.get((role, lesson.id))
+        went_well = here is not None and here.e_value >= reached
+        if went_well and _library(lesson) != role and open_here(lesson) and not any(same(lesson, m) for m in left):
+            found.append((1, here.e_value, lesson))  # after every library's lesson
+    found.sort(key=lambda item: (item[0], -item[1], item[2].id))
     chosen: list[Lesson] = []
-    for _, lesson in found:
+    for *_, lesson in found:
         if len(chosen) < most and not any(same(lesson, c) for c in chosen):
             chosen.append(lesson)
     return chosen
+
+
+def _library(lesson: Lesson) -> str:
+    return lesson.id.rpartition("/")[0]
 
 
 def plan(

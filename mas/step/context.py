@@ -39,6 +39,9 @@ class Context:
     """Lessons judged to say the same thing (so far): no trial of what a role already has."""
     classes: dict[str, str] = field(default_factory=dict)
     """Lesson id -> its class of twins (``similar.classes``): randomized as one lesson."""
+    departed: list[Lesson] = field(default_factory=list)
+    """Private lessons that left their library during the run (``hierarchy.departed``): their
+    transfer trials may go on (``ExposurePolicy.departed``)."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
     learner: ChatCompletionClient | None = None
@@ -60,6 +63,11 @@ class Context:
         return [GLOBAL, *self.scenario.role_names]
 
     def lesson(self, lesson_id: str) -> Lesson | None:
+        """The lesson of a library's head (what an edit can change)."""
         library = lesson_id.rpartition("/")[0]
         version = self.heads.get(library)
         return next((l for l in version.lessons if l.id == lesson_id), None) if version else None
+
+    def shown(self, lesson_id: str) -> Lesson | None:
+        """A lesson a rollout of the step may show: a library's, or a departed one on trial."""
+        return self.lesson(lesson_id) or next((l for l in self.departed if l.id == lesson_id), None)

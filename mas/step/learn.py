@@ -41,7 +41,7 @@ async def summarize(ctx: Context, group: Group) -> list[Summary]:
     """One call per valid rollout of a kept group, step by step per role. Its completion cap
     grows with the number of roles and the length of the trace."""
     roles = tuple(ctx.scenario.role_names)
-    lessons = texts.shown_lessons(group, list(roles), ctx.lesson)
+    lessons = texts.shown_lessons(group, list(roles), ctx.shown)
 
     async def one(r: Rollout) -> Summary | None:
         traces = "\n\n".join(texts.trace(t) for t in r.traces)

@@ -50,8 +50,9 @@ def exposures(ctx: Context, task: Task, role: str) -> list[exposure.RoleExposure
     shared, own = injected(ctx.heads, role, task=task.question, budget=ctx.config.budget)
     policy = ctx.config.promotion
     trials = exposure.trial_lessons(
-        role, ctx.heads, ctx.effects, most=ctx.config.exposure.trials, promotion=policy, same=ctx.same
-    )
+        role, ctx.heads, ctx.effects, most=ctx.config.exposure.trials, promotion=policy, same=ctx.same,
+        departed=ctx.departed, reached=ctx.config.exposure.departed,
+    )  # fmt: skip
     return exposure.plan(
         [l.id for l in shared + own], trials, role=role, effects=ctx.effects, policy=ctx.config.exposure,
         promotion=policy, group_size=ctx.config.group_size, key=(ctx.config.seed, ctx.prefix, task.id),

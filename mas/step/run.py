@@ -70,6 +70,7 @@ async def run_step(
     ctx = Context(
         scenario, config, client, journal, meter, heads, provenance, effects=known.effects, same=known.same,
         classes=known.classes, learner=learner, on_rollout=on_rollout, executor=executor,
+        departed=hierarchy.departed(store, known) if config.exposure.departed is not None else [],
     )  # fmt: skip
 
     async def learn(task: Task) -> tuple[Group, list[Summary] | None, Advantage | None]:
