@@ -40,7 +40,13 @@ class ExposurePolicy(Settings):
     the libraries' own lessons leave free (``exposure.trial_lessons``): the proposer names a
     wrong role for many lessons, the role it was written for prunes it, and the trial in the
     role it helps stopped with it, too short for an adoption (``PromotionPolicy.adopt_departed``
-    asks an e-value standing at 1/alpha). None: a trial stops when its lesson leaves."""
+    asks an e-value standing at 1/alpha). None: a trial stops when its lesson leaves. In the
+    hard learning world (bench/README.md, seeds 0-47, three draws) the share of the achievable
+    gain rose from 0.690 to 0.714 (judge ``never``, paired +0.024 +- 0.014) and from 0.568 to
+    0.603 (``action``, +0.035 +- 0.015), as many runs ending with a harmful lesson; in today's
+    (seeds 24-95, two draws) share 0.976 -> 0.974, precision 0.953 -> 0.952, recall 0.512 ->
+    0.502 (+- 0.010). Every trial that only leaned towards helping (an estimate above zero)
+    gained more in the hard world and cost today's recall 0.07."""
     off: bool = False
     """Show every injected lesson to every rollout: no evidence is gathered."""
 
