@@ -3,8 +3,9 @@
 Goal: SmolLM2-135M through ``mas.clients.open_client("local", threads=T)`` (a plain
 ``create()``, max_tokens=128, temperature 0, fixed seed) decodes at least 0.9x the tokens per
 second of ``llama_cpp.Llama(model_path=mas.server.model_path(), n_threads=T, n_ctx=8192)``
-``.create_chat_completion(...)`` on the same prompt. Same threads and context size on both
-sides; the two are timed alternately, ROUNDS times each after a warm-up, medians compared.
+``.create_chat_completion(...)`` on the same prompt. Same threads, context size and weight
+buffers (plain CPU ones, ``mas.models.llama_server``) on both sides; the two are timed
+alternately, ROUNDS times each after a warm-up, medians compared.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def direct(llm) -> tuple[int, float]:
 async def main() -> int:
     from llama_cpp import Llama
 
+    from mas.models.llama_server import plain_buffers
+
+    plain_buffers()
     llm = Llama(model_path=str(model_path()), n_threads=THREADS, n_ctx=N_CTX, verbose=False)
     ours, theirs = [], []
     async with open_client("local", threads=THREADS) as client:

@@ -51,7 +51,7 @@ def embedded_server(*, threads: int | None = None, n_ctx: int = 8192, timeout: f
         raise UserError("the embedded model needs `pip install -e '.[local]'` (llama-cpp-python is missing)")
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-m", "mas.models.llama_server",
         "--model", str(model_path()),
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", str(n_ctx),
