@@ -625,9 +625,9 @@ def test_a_lesson_that_left_goes_on_with_the_trials_that_went_well_in_the_places
     gone = Lesson(id="solver/0007", text="The solver's, gone.")
     twin_gone = Lesson(id="solver/0008", text="E, in the solver's words.")
 
-    def trial(lesson, e_value, effect=0.1):
+    def trial(lesson, e_value, effect=0.1, role="solver"):
         return Effect(
-            role="solver", lesson=lesson.id, tasks=8, contrasts=8, exposures=8, effect=effect, lcb=effect - 0.2,
+            role=role, lesson=lesson.id, tasks=8, contrasts=8, exposures=8, effect=effect, lcb=effect - 0.2,
             ucb=effect + 0.2, e_value=e_value, trial=True,
         )  # fmt: skip
 
@@ -637,7 +637,7 @@ def test_a_lesson_that_left_goes_on_with_the_trials_that_went_well_in_the_places
         ("solver", leaning.id): trial(leaning, 2.9, effect=0.2),  # leans towards helping, below 3
         ("solver", settled.id): trial(settled, 4.0, effect=-0.5),  # peaked, then settled: cannot help
         ("solver", twin.id): trial(twin, 9.0),
-        ("planner", gone.id): trial(gone, 5.0),
+        ("planner", gone.id): trial(gone, 5.0, role="planner"),
     }
     departed = [leaning, weaker, settled, twin, strong, gone, twin_gone]
     same = lambda a, b: {a.id, b.id} == {twin.id, twin_gone.id}  # noqa: E731

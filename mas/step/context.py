@@ -40,8 +40,8 @@ class Context:
     classes: dict[str, str] = field(default_factory=dict)
     """Lesson id -> its class of twins (``similar.classes``): randomized as one lesson."""
     departed: list[Lesson] = field(default_factory=list)
-    """Private lessons that left their library during the run (``hierarchy.departed``): their
-    transfer trials may go on (``ExposurePolicy.departed``)."""
+    """Private lessons that left their library, pruned or deleted (``hierarchy.departed``):
+    their transfer trials may go on (``ExposurePolicy.departed``)."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
     learner: ChatCompletionClient | None = None
