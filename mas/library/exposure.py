@@ -125,11 +125,11 @@ def trial_lessons(
             if open_here(lesson):
                 where = effects.get((version.library, lesson.id))
                 found.append((0, where.e_value if where else 1.0, lesson))
-    left = [lesson for lesson in departed if _library(lesson) == role]
+    left = [lesson for lesson in departed if lesson.library == role]
     for lesson in departed if reached is not None else ():
         here = effects.get((role, lesson.id))
         went_well = here is not None and here.e_value >= reached
-        if went_well and _library(lesson) != role and open_here(lesson) and not any(same(lesson, m) for m in left):
+        if went_well and lesson.library != role and open_here(lesson) and not any(same(lesson, m) for m in left):
             found.append((1, here.e_value, lesson))  # after every library's lesson
     found.sort(key=lambda item: (item[0], -item[1], item[2].id))
     chosen: list[Lesson] = []
@@ -137,10 +137,6 @@ def trial_lessons(
         if len(chosen) < most and not any(same(lesson, c) for c in chosen):
             chosen.append(lesson)
     return chosen
-
-
-def _library(lesson: Lesson) -> str:
-    return lesson.id.rpartition("/")[0]
 
 
 def plan(

@@ -236,7 +236,7 @@ def adoptions(
     roles = sorted(({v.library for v in heads.values()} | {role for role, _ in tallies}) - {GLOBAL})
     shared = heads.get(GLOBAL, Version.empty(GLOBAL)).lessons
     departed = list(departed) if policy.adopt_departed else []
-    had = {role: [lesson for lesson in departed if _library(lesson) == role] for role in roles}
+    had = {role: [lesson for lesson in departed if lesson.library == role] for role in roles}
     candidates = [(lesson, False) for v in heads.values() if v.library != GLOBAL for lesson in v.lessons]
     candidates += [(lesson, True) for lesson in departed]
     found = []
@@ -245,7 +245,7 @@ def adoptions(
             continue
         for role in roles:
             e = effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally()))
-            if role == _library(lesson) or not _adoptable(e, policy):
+            if role == lesson.library or not _adoptable(e, policy):
                 continue
             if not left or (helps(e, policy, now=True) and not any(same(lesson, m) for m in had[role])):
                 found.append((e, lesson, left))
@@ -256,7 +256,7 @@ def adoptions(
             continue
         has[e.role].append(lesson)
         reason = (
-            f"it left {_library(lesson)}; its trial in {e.role} shows it helps there (e-value {e.e_now:.1f},"
+            f"it left {lesson.library}; its trial in {e.role} shows it helps there (e-value {e.e_now:.1f},"
             f" {e.effect:+.3f} over {e.tasks} tasks)"
             if left
             else f"its trial in {e.role} leans towards helping ({e.effect:+.3f} over {e.tasks} tasks)"
@@ -267,10 +267,6 @@ def adoptions(
             )
         )
     return moves
-
-
-def _library(lesson: Lesson) -> str:
-    return lesson.id.rpartition("/")[0]
 
 
 def _adoptable(e: Effect, policy: PromotionPolicy) -> bool:

@@ -24,6 +24,11 @@ class Lesson(Frozen):
     """Stable id, ``<library>/<4 digits>``, never reused within a library."""
     text: str
 
+    @property
+    def library(self) -> str:
+        """The library its id names (where it was written)."""
+        return self.id.rpartition("/")[0]
+
 
 class Budget(Settings):
     """Token caps of the libraries and of the lessons injected into one prompt (the same
