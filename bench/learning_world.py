@@ -565,8 +565,9 @@ def _run(folder: Path, seed: int, *, null: bool, old: bool, tasks: int, config: 
     )
 
 
-def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: TrainConfig) -> Outcome:
-    """One seed of the hard world; its truth is the world's own."""
+def train_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: TrainConfig):
+    """Train mas on one seed of the hard world in ``folder``: the world, the store, the
+    held-out questions and the training result."""
     world = HardWorld(seed, switches, epochs=config.epochs, group_size=config.group_size)
     rows = [Task(id=i, question=q, answer=a) for i, q, a in world.make_tasks(tasks, seed=seed)]
     held = [q for _, q, _ in world.make_tasks(200, seed=seed + 10_000, prefix="h")]
@@ -574,6 +575,12 @@ def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: T
     store = _start(folder, hard_lessons.HARMFUL.texts[0])
     client = FakeClient(world.respond, record=False)
     result = asyncio.run(train(train_scenario, client=client, store=store, run_dir=folder / "run", config=config))
+    return world, store, held, result
+
+
+def _run_hard(folder: Path, seed: int, switches: Switches, tasks: int, config: TrainConfig) -> Outcome:
+    """One seed of the hard world; its truth is the world's own."""
+    world, store, held, result = train_hard(folder, seed, switches, tasks, config)
     judging = sum(s.calls["equivalence"].calls for s in result.steps if "equivalence" in s.calls) / len(result.steps)
     moves = [m for _, step in SideFiles(store.path).promotions.steps() for m in step]
     heads = store.heads()
