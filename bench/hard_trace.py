@@ -22,6 +22,7 @@ No goal: it says where issue 30's goals (share >= 0.8, no harmful lesson left) a
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
@@ -42,7 +43,7 @@ from mas.types.lessons import GLOBAL
 
 KINDS = ("was in the role, left", "written only for other roles", "never written")
 BINS = (0.03, 0.06, 0.09, 0.12)
-"""Lower edges of the estimate bins of the last table (the last bin is open)."""
+"""Edges of the estimate bins of the last table (the first and the last are open)."""
 
 
 def trace(seed: int, judge: str) -> dict:
@@ -90,7 +91,7 @@ def trace(seed: int, judge: str) -> dict:
         }
         now = world.true_success(show, held)
         effects = hierarchy.effects(store, PromotionPolicy())
-        harmful, lessons = [], []
+        harmful, estimates = [], []
         for version in heads.values():
             roles = list(lw.ROLES) if version.library == GLOBAL else [version.library]
             for lesson in version.lessons:
@@ -101,13 +102,13 @@ def trace(seed: int, judge: str) -> dict:
                     young = own.tasks < PromotionPolicy().min_tasks if own else version.library != GLOBAL
                     harmful.append((world.key(lesson.text).replace("~bare", ""), -worth, young))
                 if own is not None and own.tasks >= 20:
-                    lessons.append((own.effect, worth))
+                    estimates.append((own.effect, worth))
         return {
             "share": share({}),
             "missing": [kind for *_, kind in missing],
             "given": given,
             "harmful": harmful,
-            "lessons": lessons,
+            "estimates": estimates,
         }
 
 
@@ -129,11 +130,17 @@ def report(judge: str, runs: list[dict]) -> None:
     for key, costs in sorted(kinds.items(), key=lambda item: -len(item[1])):
         print(f"  {key:34} {len(costs):3d}  removing one gives back {min(costs):.3f}-{max(costs):.3f}")
     print(f"\n  {'estimate (20+ tasks)':22} {'lessons':>8} {'help':>6} {'nothing':>8} {'harm':>6}")
-    edges = (*BINS, float("inf"))
+    edges = (-math.inf, *BINS, math.inf)
     for low, high in zip(edges, edges[1:]):
-        worth = [w for r in runs for e, w in r["lessons"] if low <= e < high]
+        worth = [w for r in runs for e, w in r["estimates"] if low <= e < high]
         if worth:
-            label = f"{low:.2f}-{high:.2f}" if high < float("inf") else f"{low:.2f} and above"
+            label = (
+                f"below {high:.2f}"
+                if low == -math.inf
+                else f"{low:.2f} and above"
+                if high == math.inf
+                else f"{low:.2f}-{high:.2f}"
+            )
             n = len(worth)
             help_, harm = sum(w > HARM for w in worth) / n, sum(w < -HARM for w in worth) / n
             print(f"  {label:22} {n:8d} {help_:6.2f} {1 - help_ - harm:8.2f} {harm:6.2f}")
