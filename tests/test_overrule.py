@@ -14,8 +14,10 @@ import re
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request, shown
+from mas.step.edit import defence
 from mas.team.scenario import Scenario, load_role
 from mas.train import train
+from mas.types.evidence import Effect
 from mas.types.lessons import Lesson, Version
 from mas.types.tasks import Task
 
@@ -92,3 +94,25 @@ def test_with_overrule_off_the_model_deletes_what_it_likes(tmp_path):
     removed, refused = run(tmp_path, overrule=False)
     assert removed.get(HELPS) == "edit"
     assert not any("overrule" in json.dumps(r) for r in refused)
+
+
+def evidence(tasks: int, effect: float, se: float, e_value: float = 2.0) -> Effect:
+    return Effect(
+        role="solver", lesson="solver/0001", tasks=tasks, contrasts=tasks, exposures=2 * tasks,
+        effect=effect, lcb=effect - 2 * se, ucb=effect + 2 * se, se=se, e_value=e_value, e_now=e_value,
+    )  # fmt: skip
+
+
+def test_a_delete_is_refused_where_the_run_end_would_keep_the_lesson():
+    """``overrule_level``: evidence that leans towards helping over ``min_tasks`` tasks refuses the
+    delete though the e-value is far from 1/alpha; a small estimate in its noise, or evidence
+    from too few tasks, does not; with the level None only the test that promotes refuses."""
+    policy = PromotionPolicy()  # min_tasks 5, alpha 0.1, overrule_level 0.2
+    leaning = evidence(tasks=8, effect=0.10, se=0.05)  # 80% bound: 0.10 - 0.90 * 0.05 > 0
+    assert "leans towards helping the solver" in defence(leaning, policy)
+    assert defence(evidence(tasks=8, effect=0.03, se=0.05), policy) is None  # bound below zero
+    assert defence(evidence(tasks=4, effect=0.30, se=0.05), policy) is None  # too young to be judged
+    assert defence(evidence(tasks=8, effect=-0.10, se=0.01), policy) is None
+    assert defence(leaning, policy.model_copy(update={"overrule_level": None})) is None
+    shown = evidence(tasks=8, effect=0.10, se=0.05, e_value=12.0)
+    assert "shows it helps the solver (e-value 12" in defence(shown, policy.model_copy(update={"overrule_level": None}))

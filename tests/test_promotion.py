@@ -40,8 +40,12 @@ def test_the_old_rule_is_fooled_by_the_same_null_world(world):
 
 def test_in_the_planted_world_promotions_are_right_and_the_harmful_lesson_leaves(world):
     outcomes = [world.run(seed) for seed in range(3)]
+    promoted = [lesson for outcome in outcomes for lesson in outcome.promoted]
+    # A lesson that helps one role is promoted when a trial role crosses 1/alpha by chance
+    # (at most alpha each): over 216 runs of 72 seeds, 6% of promotions (bench/README.md).
+    wrong = [lesson for lesson in promoted if lesson not in world.CROSS_ROLE]
+    assert len(promoted) >= 3 and len(wrong) <= 1, promoted
     for outcome in outcomes:
-        assert set(outcome.promoted) <= world.CROSS_ROLE  # never a lesson that helps one role or none
         assert outcome.harmful_gone is not None and outcome.harmful_gone <= 2
     # One seed's share swings between about 0.5 and 1.0 with any change of path; their mean does not.
     assert sum(o.share for o in outcomes) / len(outcomes) > 0.6
