@@ -122,23 +122,26 @@ class PromotionPolicy(Settings):
     0.79. Off: the peak counts (the rule before)."""
     overrule: bool = True
     """A delete edit of a lesson shown to help a role that reads it (the test that promotes:
-    its e-value reached 1/alpha over ``min_tasks`` tasks) is refused with that evidence: the
-    rollouts overrule the model's reading of one group. Off: every delete the model makes is
-    applied, as in the paper. In the hard learning world (36 seeds, bench/README.md) it took
-    the share of the achievable gain from 0.39 to 0.45, at a promotion precision of 0.91 (20 of
-    22 right) instead of 1.00 (19 of 19): a lesson kept is tried in the other roles."""
+    its e-value reached 1/alpha over ``min_tasks`` tasks), or a modify that changes its words
+    (new words are a new lesson, with evidence of their own), is refused with that evidence:
+    the rollouts overrule the model's reading of one group. Off: every delete and modify the
+    model makes is applied, as in the paper. In the hard learning world (36 seeds,
+    bench/README.md) it took the share of the achievable gain from 0.39 to 0.45, at a
+    promotion precision of 0.91 (20 of 22 right) instead of 1.00 (19 of 19): a lesson kept is
+    tried in the other roles."""
     overrule_level: float | None = Field(0.2, gt=0, le=0.5)
-    """With ``overrule``, a delete is refused also where the lesson's evidence in a role that
-    reads it leans towards helping at this level over ``min_tasks`` tasks or more (the bound by
-    which ``end_level`` keeps a lesson at a run's end): the model may not take out in the
-    middle of a run what the run's end would keep. None: only the test that promotes refuses.
-    In the learning worlds (bench/README.md, paired on the same coins) recall of the planted
-    cross-role lessons rose from 0.49 to 0.55 in today's world (seeds 24-95, three draws) and
-    from 0.72 to 0.79 at 100 tasks an epoch, precision as before (0.94, 0.96-0.97), no null
-    seed promoting; the hard world's share from 0.714 to 0.741 and 0.603 to 0.614 (judges
-    ``never`` and ``action``, seeds 0-47, three draws), at a precision of 0.85 instead of 0.89
-    with ``never`` and harm left in 22 seeds of 48 instead of 18 with ``action``: some lessons
-    whose evidence leans towards helping harm beside the library they end in."""
+    """With ``overrule``, a delete or modify is refused also where the lesson's evidence in a
+    role that reads it leans towards helping at this level over ``min_tasks`` tasks or more
+    (the bound by which ``end_level`` keeps a lesson at a run's end): the model may not take
+    out in the middle of a run what the run's end would keep. None: only the test that
+    promotes refuses. In the learning worlds (bench/README.md, paired on the same coins)
+    recall of the planted cross-role lessons rose from 0.49 to 0.55 in today's world (seeds
+    24-95, three draws) and from 0.72 to 0.79 at 100 tasks an epoch, precision as before
+    (0.94, 0.96-0.97), no null seed promoting; the hard world's share from 0.714 to 0.741 and
+    0.603 to 0.614 (judges ``never`` and ``action``, seeds 0-47, three draws), at a precision
+    of 0.85 instead of 0.89 with ``never`` and harm left in 22 seeds of 48 instead of 18 with
+    ``action``: some lessons whose evidence leans towards helping harm beside the library
+    they end in."""
     overlap: float = Field(0.3, gt=0, le=1)
     """Share of shared content words above which two lessons are checked for equivalence."""
     cadence: Literal["epoch", "step", "off"] = "step"

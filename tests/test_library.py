@@ -20,10 +20,22 @@ def test_add_modify_delete_keep_with_stable_ids():
             Keep(op="keep"),
         ],
     )
-    assert [(l.id, l.text) for l in v2.lessons] == [("solver/0002", "Always use the calculator.")]
+    assert [(l.id, l.text) for l in v2.lessons] == [("solver/0003", "Always use the calculator.")]  # new words
     assert v2.number == 2 and len(v2.edits) == 2  # keep is not recorded as a change
     v3, _ = apply(v2, [Add(op="add", text="A lesson added after a delete.")])
-    assert v3.lessons[-1].id == "solver/0003"  # ids are never reused
+    assert v3.lessons[-1].id == "solver/0004"  # ids are never reused
+
+
+def test_a_modify_that_changes_the_words_gives_them_a_new_id_in_the_old_place():
+    """An id names one text: the evidence gathered by showing the old words is not theirs."""
+    texts = ["Check the units first.", "Use the calculator for products.", "Round at the end."]
+    v1, _ = apply(v0(), [Add(op="add", text=t) for t in texts])
+    v2, bad = apply(v1, [Modify(op="modify", id="solver/0002", text="Use the calculator for every product.")])
+    assert bad == [] and [l.id for l in v2.lessons] == ["solver/0001", "solver/0004", "solver/0003"]
+    assert v2.edits == [Modify(op="modify", id="solver/0002", text="Use the calculator for every product.")]
+    v3, _ = apply(v2, [Modify(op="modify", id="solver/0001", text="check the units  first")])  # case, spaces, stop
+    assert [(l.id, l.text) for l in v3.lessons][0] == ("solver/0001", "check the units  first")
+    assert v3.next_id == 5
 
 
 def test_unknown_ids_and_duplicates_are_refused_with_reasons():

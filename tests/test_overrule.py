@@ -23,11 +23,16 @@ from mas.types.tasks import Task
 
 HELPS = "Write every intermediate result down before using it."
 NOTHING = "Keep each reply to a few short sentences."
+REWORDED = {
+    "solver/0001": "Name the units of every number first.",
+    "solver/0002": "Say which operation each step uses.",
+}
+MODIFY = r"^- modify \[(\S+)\] to: (.+?)(?: \(why: .*\))?$"
 
 
 class World:
-    def __init__(self):
-        self.groups = 0
+    def __init__(self, op: str = "delete"):
+        self.groups, self.op = 0, op
         self.solver_saw: dict[int, list[str]] = {}
 
     def respond(self, request: Request) -> str:
@@ -48,15 +53,18 @@ class World:
         if schema == "Advantage":
             self.groups += 1
             ids = sorted(set(re.findall(r"\b(solver/\d{4})\b", body))) if self.groups > 12 else []
-            ops = [{"op": "delete", "id": i, "reason": "the losers followed it"} for i in ids]
+            ops = [{"op": self.op, "id": i, "reason": "the losers followed it"} for i in ids]
+            if self.op == "modify":  # new words for each
+                ops = [op | {"text": REWORDED[op["id"]]} for op in ops if op["id"] in REWORDED]
             return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": ["solver"], "operations": ops}
         if schema == "EditBatch":
-            deletes = re.findall(r"^- delete \[(\S+)\]", body, re.M)
-            return {"edits": [{"op": "delete", "id": i} for i in deletes] or [{"op": "keep"}]}
+            edits = [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
+            edits += [{"op": "modify", "id": i, "text": t} for i, t in re.findall(MODIFY, body, re.M)]
+            return {"edits": edits or [{"op": "keep"}]}
         return {"reason": "scripted", "same": False, "merged": ""}
 
 
-def run(tmp_path, overrule: bool) -> tuple[dict[str, str], list[dict]]:
+def run(tmp_path, overrule: bool, op: str = "delete") -> tuple[dict[str, str], list[dict]]:
     roles = [load_role(r) for r in ("planner", "solver", "verifier")]
     tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(16)]
     scenario = Scenario("overrule", roles, tasks, "numeric", test_tasks=[])
@@ -64,9 +72,9 @@ def run(tmp_path, overrule: bool) -> tuple[dict[str, str], list[dict]]:
     lessons = [Lesson(id="solver/0001", text=HELPS), Lesson(id="solver/0002", text=NOTHING)]
     store.commit([Version(library="solver", number=1, next_id=3, lessons=lessons)])
     config = TrainConfig(epochs=2, seed=3, group_size=6, promotion=PromotionPolicy(overrule=overrule))
-    world = World()
+    world = World(op)
     asyncio.run(train(scenario, client=FakeClient(world.respond), store=store, run_dir=tmp_path / "run", config=config))
-    assert world.groups > 12  # the deletes were asked for
+    assert world.groups > 12  # the edits were asked for
     refused = [json.loads(line) for line in (tmp_path / "lib.rejected.jsonl").read_text().splitlines() if line]
     return gone(store), refused
 
@@ -94,6 +102,23 @@ def test_with_overrule_off_the_model_deletes_what_it_likes(tmp_path):
     removed, refused = run(tmp_path, overrule=False)
     assert removed.get(HELPS) == "edit"
     assert not any("overrule" in json.dumps(r) for r in refused)
+
+
+def test_a_modify_that_changes_the_words_of_a_lesson_shown_to_help_is_refused(tmp_path):
+    """New words are a new lesson (a new id, its own evidence): a modify retires the old words,
+    so the evidence that refuses their delete refuses it too; the lesson that does nothing is
+    reworded under the library's next id."""
+    removed, refused = run(tmp_path, overrule=True, op="modify")
+    assert HELPS not in removed
+    assert removed.get(NOTHING) == "edit"
+    overruled = [item for r in refused for item in r["items"] if "overrule the modify" in item["reason"]]
+    assert overruled and all(item["edit"]["id"] == "solver/0001" for item in overruled)
+    held = {
+        (lesson.id, lesson.text) for v in LibraryStore(tmp_path / "lib.json").versions("solver") for lesson in v.lessons
+    }
+    assert ("solver/0003", REWORDED["solver/0002"]) in held and ("solver/0002", REWORDED["solver/0002"]) not in held
+    removed, _ = run(tmp_path / "off", overrule=False, op="modify")
+    assert removed.get(HELPS) == "edit"
 
 
 def evidence(tasks: int, effect: float, se: float, e_value: float = 2.0) -> Effect:

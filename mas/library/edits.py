@@ -87,6 +87,10 @@ def apply(
 
     ``limit`` caps the number of lessons: an add past it is refused (delete or modify first).
     ``shared``: lessons the role already gets from the global library; copies are refused.
+    A modify that changes the words writes them under the library's next id, in the old
+    lesson's place: an id names one text, so the evidence gathered by showing the old words
+    is never read as evidence for the new ones (a modify of case, spacing or the final full
+    stop keeps the id).
 
     >>> v0 = Version(library="solver", number=0, lessons=[], next_id=1)
     >>> v1, bad = apply(v0, [Add(op="add", text="Check the units before answering.")])
@@ -106,8 +110,12 @@ def apply(
             new = Lesson(id=lesson_id(version.library, next_id), text=edit.text.strip())
             lessons[new.id] = new
             next_id += 1
-        elif isinstance(edit, Modify):
+        elif isinstance(edit, Modify) and normal_text(edit.text) == normal_text(lessons[edit.id].text):
             lessons[edit.id] = Lesson(id=edit.id, text=edit.text.strip())
+        elif isinstance(edit, Modify):  # new words are a new lesson, in the old one's place
+            new = Lesson(id=lesson_id(version.library, next_id), text=edit.text.strip())
+            lessons = {new.id if i == edit.id else i: new if i == edit.id else lesson for i, lesson in lessons.items()}
+            next_id += 1
         elif isinstance(edit, Delete):
             del lessons[edit.id]
         if not isinstance(edit, Keep):

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from mas import texts
 from mas.config import PromotionPolicy
-from mas.library.edits import apply, parse_edits, parse_items
+from mas.library.edits import apply, normal_text, parse_edits, parse_items
 from mas.library.evidence import likely_helps
 from mas.library.promotion import helps
 from mas.redact import secret_in
@@ -21,7 +21,7 @@ from mas.screen import screen, step_material
 from mas.step.context import Context
 from mas.step.learn import journaled
 from mas.types.evidence import Effect
-from mas.types.lessons import GLOBAL, Delete, Edit, Rejected, Version
+from mas.types.lessons import GLOBAL, Delete, Edit, Modify, Rejected, Version
 from mas.types.refusals import QuarantineItem
 from mas.types.replies import AddOperation, Advantage, DeleteOperation, ModifyOperation, Operation, edit_schema
 from mas.types.rollouts import Group
@@ -127,42 +127,47 @@ def screened_edits(
 
 
 def overruled(ctx: Context, library: str, edits: list[Edit]) -> tuple[list[Edit], list[Rejected]]:
-    """The edits to apply, and the deletes the evidence refuses: those of a lesson shown to
-    help a role that reads it (``PromotionPolicy.overrule``), or whose evidence there leans
-    towards helping (``PromotionPolicy.overrule_level``). The model proposed the delete from
-    one group; the lesson's randomized evidence comes from every group that showed it."""
+    """The edits to apply, and those the evidence refuses: a delete, or a modify that changes
+    the words (which retires the old ones, ``mas.library.edits.apply``), of a lesson shown to
+    help a role that reads it (``PromotionPolicy.overrule``) or whose evidence there leans
+    towards helping (``PromotionPolicy.overrule_level``). The model proposed the edit from one
+    group; the lesson's randomized evidence comes from every group that showed it. New words
+    can come as an add, and be tried on their own."""
     policy = ctx.config.promotion
     if not policy.overrule:
         return edits, []
     roles = ctx.scenario.role_names if library == GLOBAL else [library]
+    texts = {lesson.id: lesson.text for lesson in ctx.heads[library].lessons}
     kept, refused = [], []
     for item in edits:
-        evidence = [ctx.effects.get((role, item.id)) for role in roles] if isinstance(item, Delete) else []
+        evidence = [ctx.effects.get((role, item.id)) for role in roles] if _retires(item, texts) else []
         defended = [(e, reason) for e in evidence if e is not None and (reason := defence(e, policy))]
         if defended:  # the reason of the strongest evidence
             _, reason = max(defended, key=lambda pair: (helps(pair[0], policy), pair[0].e_value))
-            refused.append(Rejected(edit=item.model_dump(mode="json"), reason=reason))
+            refused.append(
+                Rejected(edit=item.model_dump(mode="json"), reason=f"{reason}: the rollouts overrule the {item.op}")
+            )
         else:
             kept.append(item)
     return kept, refused
 
 
+def _retires(item: Edit, texts: dict[str, str]) -> bool:
+    if isinstance(item, Modify):
+        return item.id in texts and normal_text(item.text) != normal_text(texts[item.id])
+    return isinstance(item, Delete)
+
+
 def defence(e: Effect, policy: PromotionPolicy) -> str | None:
-    """Why the evidence refuses a delete of the lesson in ``e.role``, or None: it shows that the
-    lesson helps (the test that promotes), or over ``min_tasks`` tasks or more its evidence
+    """The evidence in ``e.role`` that refuses an edit retiring the lesson, or None: it shows
+    that the lesson helps (the test that promotes), or over ``min_tasks`` tasks or more it
     leans towards helping (the bound by which a run's end keeps a lesson)."""
     found = f"over {e.tasks} tasks, effect {e.effect:+.2f}"
     if helps(e, policy):
-        return (
-            f"its evidence shows it helps the {e.role} (e-value {e.e_value:.0f} {found}):"
-            " the rollouts overrule the delete"
-        )
+        return f"its evidence shows it helps the {e.role} (e-value {e.e_value:.0f} {found})"
     level = policy.overrule_level
     if level is not None and e.tasks >= policy.min_tasks and likely_helps(e, level):
-        return (
-            f"its evidence leans towards helping the {e.role} ({1 - level:.0%} lower bound above zero {found}):"
-            " the rollouts overrule the delete"
-        )
+        return f"its evidence leans towards helping the {e.role} ({1 - level:.0%} lower bound above zero {found})"
     return None
 
 

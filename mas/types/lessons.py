@@ -21,7 +21,8 @@ GLOBAL = "global"
 
 class Lesson(Frozen):
     id: str
-    """Stable id, ``<library>/<4 digits>``, never reused within a library."""
+    """Stable id, ``<library>/<4 digits>``, never reused within a library. It names one text:
+    a modify that changes the words gives them the next id (``mas.library.edits.apply``)."""
     text: str
 
     @property
