@@ -110,7 +110,7 @@ def apply(
             new = Lesson(id=lesson_id(version.library, next_id), text=edit.text.strip())
             lessons[new.id] = new
             next_id += 1
-        elif isinstance(edit, Modify) and normal_text(edit.text) == normal_text(lessons[edit.id].text):
+        elif isinstance(edit, Modify) and not rewords(edit, lessons[edit.id].text):
             lessons[edit.id] = Lesson(id=edit.id, text=edit.text.strip())
         elif isinstance(edit, Modify):  # new words are a new lesson, in the old one's place
             new = Lesson(id=lesson_id(version.library, next_id), text=edit.text.strip())
@@ -146,6 +146,12 @@ def _refusal(edit: Edit, lessons: dict[str, Lesson], shared: list[Lesson]) -> st
             if normal_text(lesson.text) == normal and getattr(edit, "id", None) != lesson.id:
                 return f"duplicate of {lesson.id}"
     return None
+
+
+def rewords(edit: Modify, text: str) -> bool:
+    """Whether a modify changes the words of the lesson whose text is ``text`` (case, spacing
+    and a final full stop aside): then it makes a new lesson."""
+    return normal_text(edit.text) != normal_text(text)
 
 
 def normal_text(text: str) -> str:

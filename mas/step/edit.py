@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 
 from mas import texts
 from mas.config import PromotionPolicy
-from mas.library.edits import apply, normal_text, parse_edits, parse_items
+from mas.library.edits import apply, parse_edits, parse_items, rewords
 from mas.library.evidence import likely_helps
 from mas.library.promotion import helps
 from mas.redact import secret_in
@@ -154,7 +154,7 @@ def overruled(ctx: Context, library: str, edits: list[Edit]) -> tuple[list[Edit]
 
 def _retires(item: Edit, texts: dict[str, str]) -> bool:
     if isinstance(item, Modify):
-        return item.id in texts and normal_text(item.text) != normal_text(texts[item.id])
+        return item.id in texts and rewords(item, texts[item.id])
     return isinstance(item, Delete)
 
 
