@@ -1,10 +1,12 @@
-"""A model that deletes lessons is overruled by the evidence only where the evidence shows help.
+"""A model that deletes or rewords lessons is overruled by the evidence only where it shows, or leans towards, help.
 
 The world: the solver's prompt starts with two lessons, one that raises the team's chance of
 success from 0.15 to 0.85 and one that does nothing. After its first dozen groups the advantage
 model asks to delete every solver lesson it sees, the way a weak model deletes what the losers
 of one group happened to be shown. The lesson shown to help stays and each refused delete is
-kept with its evidence; the one that does nothing goes; with ``overrule`` off both go.
+kept with its evidence; the one that does nothing goes; with ``overrule`` off both go. A model
+that rewords both lessons instead is refused the same way for the first (new words are a new
+lesson, without the old words' evidence), and the second's new words take the next id.
 """
 
 import asyncio
