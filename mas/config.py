@@ -136,8 +136,9 @@ class PromotionPolicy(Settings):
     out in the middle of a run what the run's end would keep. None: only the test that
     promotes refuses. In the learning worlds (bench/README.md, paired on the same coins)
     recall of the planted cross-role lessons rose from 0.49 to 0.55 in today's world (seeds
-    24-95, three draws) and from 0.72 to 0.79 at 100 tasks an epoch, precision as before
-    (0.94, 0.96-0.97), no null seed promoting; the hard world's share from 0.714 to 0.741 and
+    24-95, three draws) and from 0.72 to 0.79 at 100 tasks an epoch, precision about as before
+    (0.939 -> 0.934 over 240 runs, 0.91 -> 0.86 on seeds 0-23 alone; 0.96 -> 0.97 at 100
+    tasks), no null seed promoting; the hard world's share from 0.714 to 0.741 and
     0.603 to 0.614 (judges ``never`` and ``action``, seeds 0-47, three draws), at a precision
     of 0.85 instead of 0.89 with ``never`` and harm left in 22 seeds of 48 instead of 18 with
     ``action``: some lessons whose evidence leans towards helping harm beside the library
