@@ -114,7 +114,7 @@ def apply(
             lessons[edit.id] = Lesson(id=edit.id, text=edit.text.strip())
         elif isinstance(edit, Modify):  # new words are a new lesson, in the old one's place
             new = Lesson(id=lesson_id(version.library, next_id), text=edit.text.strip())
-            lessons = {new.id if i == edit.id else i: new if i == edit.id else lesson for i, lesson in lessons.items()}
+            lessons = dict((new.id, new) if i == edit.id else (i, lesson) for i, lesson in lessons.items())
             next_id += 1
         elif isinstance(edit, Delete):
             del lessons[edit.id]
