@@ -23,7 +23,12 @@ per feature (``Switches``; ``HARD`` turns all of them on):
   from its negation (another action) and from every other lesson, every time;
 - ``proposer``: the advantage calls propose a truly helpful lesson 20% of the time (60% off),
   and name a role the lesson does not help half the time;
-- ``grader_noise``: the share of rollouts whose reward is flipped (0.05 in ``HARD``).
+- ``grader_noise``: the share of rollouts whose reward is flipped (0.05 in ``HARD``);
+- ``rewords``: the share of advantage calls that also propose to modify a listed planted
+  lesson into another of its wordings, drawn alike from the others: a paraphrase (the same
+  effect), the paraphrase that drops the condition, or the negation (0.2 in ``HARD``; the
+  editor takes every modify proposed). A proposer that rewords is how a lesson's evidence
+  could come to stand for words that do something else.
 
 Nothing here reads mas: the world sees only the requests of mas's fake client (``Request``,
 and ``shown`` to list the lesson texts of a system prompt), so it infers the epoch from how
@@ -90,6 +95,7 @@ class Switches:
     judge: str = "honest"
     proposer: bool = False
     grader_noise: float = 0.0
+    rewords: float = 0.0
     null: bool = False
     """Every effect zero, every confound kept: what a method should find nothing in."""
 
@@ -98,7 +104,7 @@ class Switches:
             raise ValueError(f"judge must be one of {JUDGES}, not {self.judge!r}")
 
 
-HARD = Switches(True, True, True, True, True, "overlap", True, 0.05)
+HARD = Switches(True, True, True, True, True, "overlap", True, 0.05, 0.2)
 
 Show = Callable[[str, str], list[str]] | dict[str, list[str]]
 """What each role's prompt shows on a task: ``show(role, question)`` or one list per role."""
@@ -244,6 +250,17 @@ class HardWorld:
                 out.append(text)
         return out
 
+    def wordings(self, text: str) -> list[str]:
+        """The other wordings of the planted lesson ``text`` says (its canonical text and
+        paraphrases, its negation, its paraphrase without the condition); none for a text not
+        planted."""
+        base = self.key(text).partition("~")[0]
+        if base == "?":
+            return []
+        lesson = LESSONS_BY_KEY[base]
+        every = (*lesson.texts, lesson.negation, *([lesson.bare] if lesson.bare else ()))
+        return [t for t in every if _norm(t) != _norm(text)]
+
     def helpful_roles(self, key: str) -> list[str]:
         """The roles a lesson helps on average over tasks at the end, as planted, even in the
         null world: the proposer's draw is the same in both."""
@@ -306,9 +323,16 @@ class HardWorld:
             wrong = [r for r in ROLES if r not in helped] if self.switches.proposer and helped else list(ROLES)
             role = wrong[int(u("w") * len(wrong))]
         ops = [{"op": "add", "library": role, "text": text, "reason": "the winners did this"}]
-        ids = re.findall(r"^\[(\S+)\] ", body, re.M)
+        listed = re.findall(r"^\[(\S+)\] (.+)$", body, re.M)
+        ids = [i for i, _ in listed]
         if ids and u("delete") < 0.1:
             ops.append({"op": "delete", "id": ids[int(u("d") * len(ids))], "reason": "the losers followed it"})
+        if listed and u("reword") < self.switches.rewords:
+            lesson_id, old = listed[int(u("m") * len(listed))]
+            others = self.wordings(old)
+            if others and lesson_id not in (op.get("id") for op in ops):
+                text = others[int(u("mt") * len(others))]
+                ops.append({"op": "modify", "id": lesson_id, "text": text, "reason": "said better"})
         return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": [role], "operations": ops}
 
     def _edit(self, request: Request, body: str) -> dict:
@@ -316,6 +340,10 @@ class HardWorld:
         adds = re.findall(r"^- add: (.+?)(?: \(why: .*\))?$", body, re.M)
         edits = [{"op": "add", "text": t} for i, t in enumerate(adds) if draw(request, f"drop {i}") >= 0.1]
         edits += [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
+        edits += [
+            {"op": "modify", "id": i, "text": t}
+            for i, t in re.findall(r"^- modify \[(\S+)\] to: (.+?)(?: \(why: .*\))?$", body, re.M)
+        ]
         return {"edits": edits or [{"op": "keep"}]}
 
     def _equivalence(self, request: Request, body: str) -> dict:

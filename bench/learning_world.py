@@ -52,8 +52,9 @@ The seeds run in parallel, one process each.
 ``--hard`` runs the same table for a world written apart from the estimator
 (``bench/hard_world.py``: log-odds effects under a ceiling, effects that vary by task and
 drift across epochs, a cross-role interaction, negations that hurt and paraphrases that do
-nothing, a judge with systematic errors, a proposer that is mostly wrong, grader noise),
-beside today's world (mas only: the old rule is left out to save time). Its rows are the hard
+nothing, a judge with systematic errors, a proposer that is mostly wrong and rewords lessons
+(into their negations too), grader noise), beside today's world (mas only: the old rule is
+left out to save time). Its rows are the hard
 world with each of the judge's four errors (always "same", "same" for pairs sharing many
 words, never "same", "same" for a lesson and its paraphrase that drops the condition), 12
 planted and 20 null seeds each. Its cross-role lessons are its own
@@ -61,7 +62,7 @@ truth's (helping two roles on average over tasks at the end), and its goals: sha
 precision >= 0.9, false promotions in <= 1 of 20 null seeds, no lesson left in any library
 that truly harms a role it reaches (recall stated, no goal). One flag per feature
 (``--log-odds``, ``--by-task``, ``--drift``, ``--interaction``, ``--twins``, ``--proposer``,
-``--grader-noise``, ``--judge``; ``--no-...`` turns one off under ``--hard``).
+``--grader-noise``, ``--rewords``, ``--judge``; ``--no-...`` turns one off under ``--hard``).
 
     .venv/bin/python bench/learning_world.py               # the full run (about 10 minutes on 2 cores)
     .venv/bin/python bench/learning_world.py --more-data   # and with more data (about 35 minutes)
@@ -752,14 +753,17 @@ def hard_arms(args: argparse.Namespace) -> list[Arm]:
     """The hard world's rows: every feature on with ``--hard``, else the features named; one
     row per judge asked for (under ``--hard`` without ``--judge``, all four of its errors)."""
     named = {f: getattr(args, f) for f in FEATURES if getattr(args, f) is not None}
-    if not (args.hard or named or args.judge or args.grader_noise is not None):
+    if not (args.hard or named or args.judge or args.grader_noise is not None or args.rewords is not None):
         return []
     switches = replace(HARD if args.hard else Switches(), **named)
     if args.grader_noise is not None:
         switches = replace(switches, grader_noise=args.grader_noise)
+    if args.rewords is not None:
+        switches = replace(switches, rewords=args.rewords)
     judges = args.judge or (HARD_JUDGES if args.hard else (switches.judge,))
-    on = [f for f in FEATURES if getattr(switches, f)] + (["grader noise"] if switches.grader_noise else [])
-    name = "hard" if len(on) == len(FEATURES) + 1 else "+".join(on) or "plain"
+    on = [f for f in FEATURES if getattr(switches, f)]
+    on += (["grader noise"] if switches.grader_noise else []) + (["rewords"] if switches.rewords else [])
+    name = "hard" if len(on) == len(FEATURES) + 2 else "+".join(on) or "plain"
     return [Arm(f"{name}, judge {j}", hard=replace(switches, judge=j), seeds=args.hard_seeds) for j in judges]
 
 
@@ -826,6 +830,7 @@ def main() -> int:
         hard.add_argument(f"--{feature.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=None)
     hard.add_argument("--judge", choices=JUDGES, action="append", help="a judge of the hard world (repeatable)")
     hard.add_argument("--grader-noise", type=float, help="share of rewards flipped (--hard: 0.05)")
+    hard.add_argument("--rewords", type=float, help="share of proposals that also reword a lesson (--hard: 0.2)")
     hard.add_argument("--hard-seeds", type=int, default=12, help="planted seeds of each hard row (null: as today's)")
     args = parser.parse_args()
     if min(args.seeds, args.null_seeds) < 2 or args.seeds > 100:

@@ -154,6 +154,32 @@ def test_the_proposer_rarely_proposes_a_helpful_lesson_and_names_the_wrong_role_
     assert (abs(share - 0.2) < 0.04 and abs(role_right - 0.5) < 0.07) is proposer
 
 
+@pytest.mark.parametrize("rewords", [0.2, 0.0])
+def test_the_proposer_rewords_a_listed_lesson_into_its_paraphrase_its_bare_form_or_its_negation(rewords):
+    from mas.types.replies import Advantage, EditBatch
+
+    w = world(rewords=rewords)
+    lesson = LESSONS_BY_KEY["expression"]
+    body = f"Current lessons:\nglobal (every role):\n(none)\n\nsolver:\n[solver/0003] {lesson.texts[0]}\n"
+    kinds = []
+    for seed in range(2000):
+        ops = w._advantage(Request("advantage", [body], [], Advantage, seed), body)["operations"]
+        modifies = [op for op in ops if op["op"] == "modify"]
+        assert all(op["id"] == "solver/0003" and w.key(op["text"]).startswith("expression") for op in modifies)
+        assert all(op["text"] != lesson.texts[0] for op in modifies)
+        kinds += [w.key(op["text"]).partition("~")[2] or "paraphrase" for op in modifies]
+    assert abs(len(kinds) / 2000 - rewords) < 0.03
+    if rewords:  # drawn alike from the other four wordings: two paraphrases, the bare one, the negation
+        shares = {kind: kinds.count(kind) / len(kinds) for kind in ("paraphrase", "bare", "not")}
+        assert abs(shares["paraphrase"] - 0.5) < 0.08 and all(abs(shares[k] - 0.25) < 0.08 for k in ("bare", "not"))
+    # The editor takes the modify proposed, whatever its reason.
+    proposed = f"Proposed changes:\n- modify [solver/0003] to: {lesson.negation} (why: said better)\n"
+    edits = w._edit(Request("edit", [proposed], [], EditBatch, 0), proposed)["edits"]
+    assert edits == [{"op": "modify", "id": "solver/0003", "text": lesson.negation}]
+    # A text not planted has no other wording to turn into.
+    assert w.wordings("Say please.") == [] and len(w.wordings(lesson.texts[0])) == 4
+
+
 @pytest.mark.parametrize("noise", [0.05, 0.0])
 def test_the_grader_flips_about_one_reward_in_twenty(noise):
     noisy, clean = world(grader_noise=noise), world(grader_noise=0.0)
