@@ -54,15 +54,15 @@ The seeds run in parallel, one process each.
 drift across epochs, a cross-role interaction, negations that hurt and paraphrases that do
 nothing, a judge with systematic errors, a proposer that is mostly wrong and rewords lessons
 (into their negations too), grader noise), beside today's world (mas only: the old rule is
-left out to save time). Its rows are the hard
-world with each of the judge's four errors (always "same", "same" for pairs sharing many
-words, never "same", "same" for a lesson and its paraphrase that drops the condition), 12
-planted and 20 null seeds each. Its cross-role lessons are its own
-truth's (helping two roles on average over tasks at the end), and its goals: share >= 0.8,
-precision >= 0.9, false promotions in <= 1 of 20 null seeds, no lesson left in any library
-that truly harms a role it reaches (recall stated, no goal). One flag per feature
-(``--log-odds``, ``--by-task``, ``--drift``, ``--interaction``, ``--twins``, ``--proposer``,
-``--grader-noise``, ``--rewords``, ``--judge``; ``--no-...`` turns one off under ``--hard``).
+left out to save time). Its rows are the hard world with each of the judge's four errors
+(always "same", "same" for pairs sharing many words, never "same", "same" for a lesson and its
+paraphrase that drops the condition), 12 planted and 20 null seeds each. Its cross-role
+lessons are its own truth's (helping two roles on average over tasks at the end), and its
+goals: share >= 0.8, precision >= 0.9, false promotions in <= 1 of 20 null seeds, no lesson
+left in any library that truly harms a role it reaches (recall stated, no goal). One flag per
+feature (``--log-odds``, ``--by-task``, ``--drift``, ``--interaction``, ``--twins``,
+``--proposer``, ``--grader-noise``, ``--rewords``, ``--judge``; ``--no-...`` turns one off
+under ``--hard``, and 0 the two shares).
 
     .venv/bin/python bench/learning_world.py               # the full run (about 10 minutes on 2 cores)
     .venv/bin/python bench/learning_world.py --more-data   # and with more data (about 35 minutes)
