@@ -131,7 +131,7 @@ class HardWorld:
             self._keys[_norm(lesson.negation)] = lesson.key + "~not"
             if lesson.bare:
                 self._keys[_norm(lesson.bare)] = lesson.key + ("~bare" if self.switches.twins else "")
-        self._texts = [t for l in LESSONS for t in (*l.texts, l.negation, *([l.bare] if l.bare else []))]
+        self._texts = [t for lesson in LESSONS for t in _wordings(lesson)]
         self._helps = {t: self.helpful_roles(self.key(t)) for t in self._texts}
 
     # -- the scenario
@@ -257,9 +257,7 @@ class HardWorld:
         base = self.key(text).partition("~")[0]
         if base == "?":
             return []
-        lesson = LESSONS_BY_KEY[base]
-        every = (*lesson.texts, lesson.negation, *([lesson.bare] if lesson.bare else ()))
-        return [t for t in every if _norm(t) != _norm(text)]
+        return [t for t in _wordings(LESSONS_BY_KEY[base]) if _norm(t) != _norm(text)]
 
     def helpful_roles(self, key: str) -> list[str]:
         """The roles a lesson helps on average over tasks at the end, as planted, even in the
@@ -372,6 +370,12 @@ def overlap(a: str, b: str) -> float:
     """Shared words over all words (Jaccard), the judge's ``overlap`` mode's only reading."""
     x, y = set(re.findall(r"[a-z]+", a.lower())), set(re.findall(r"[a-z]+", b.lower()))
     return len(x & y) / len(x | y) if x | y else 0.0
+
+
+def _wordings(lesson: Lesson) -> tuple[str, ...]:
+    """Every text that says ``lesson``: its canonical text and paraphrases, its negation, and
+    its paraphrase without the condition when it has one."""
+    return (*lesson.texts, lesson.negation, *([lesson.bare] if lesson.bare else ()))
 
 
 def _norm(text: str) -> str:
