@@ -190,7 +190,9 @@ def prune(
     log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
     no more evidence will come: every lesson tried on ``min_tasks`` tasks whose evidence does
     not lean towards helping leaves, and every younger one when the lessons tried before do not
-    help on average (``PromotionPolicy.end_level``, ``promotion.prunings``); and a lesson whose
+    help on average (``PromotionPolicy.end_level``, ``promotion.prunings``), and every one whose
+    effect has turned: below zero in the last third of the steps, and below what it was before
+    (``PromotionPolicy.turn_level``, ``promotion.turns``); and a lesson whose
     trial in another role leans towards helping there is added to that role's library
     (``PromotionPolicy.adopt_level``, ``promotion.adoptions``), and so is a lesson that left
     its library (``departed``) whose trial there shows that it helps (``adopt_departed``),
@@ -203,7 +205,9 @@ def prune(
     if logged is not None:
         moves = logged
     else:
-        planned = promotion.prunings(now.heads, now.tallies, policy, last=last)
+        early, late = side.evidence.windows(lineage=now.lineage, classes=now.classes) if last else ({}, {})
+        turned = promotion.turns(early, late, policy)
+        planned = promotion.prunings(now.heads, now.tallies, policy, last=last, turned=turned)
         planned += promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now)) if last else []
         moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id
         side.prunings.append(key, moves)

@@ -30,6 +30,8 @@ class Ledger:
     def __init__(self, log: StepLog):
         self.log = log
         self._groups: list[Randomized] = []
+        self._starts: list[int] = []
+        """Where each step's groups start in ``_groups``."""
         self._sets: dict[frozenset, frozenset] = {}
         self._mark = Mark()
         self._folds: dict[tuple, Fold] = {}
@@ -37,8 +39,9 @@ class Ledger:
     def groups(self) -> list[Randomized]:
         """Every randomized group of the log, reading only the lines recorded since the last read."""
         if not self.log.current(self._mark):
-            self._groups, self._sets, self._mark, self._folds = [], {}, Mark(), {}
+            self._groups, self._starts, self._sets, self._mark, self._folds = [], [], {}, Mark(), {}
         for _, step, mark in self.log.since(self._mark):
+            self._starts.append(len(self._groups))
             self._groups += groups_of(step, self._sets)
             self._mark = mark
         return self._groups
@@ -62,3 +65,21 @@ class Ledger:
     ) -> dict[Key, Effect]:
         """``evidence.estimate(log, ...)`` from the kept groups."""
         return effects(self.contrasts(lineage, classes), classes)
+
+    def windows(
+        self, *, lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None
+    ) -> tuple[dict[Key, Effect], dict[Key, Effect]]:
+        """The effects (as ``estimate`` gives them) of the log's steps before its last third, and
+        of its last third (whole steps: a run of three epochs, its last epoch); both empty when
+        the log holds fewer than three steps. What a lesson did lately, beside what it did
+        before (``promotion.turns``)."""
+        groups = self.groups()
+        late = len(self._starts) // 3
+        if not late:
+            return {}, {}
+        cut = self._starts[-late]
+        folds = [Fold(lineage or {}, classes or {}) for _ in range(2)]
+        folds[0].add(groups[:cut])
+        folds[1].add(groups[cut:])
+        early, recent = (effects(fold.tallies(), classes) for fold in folds)
+        return early, recent

@@ -167,7 +167,12 @@ def _demotions(heads, tallies, policy, roles: list[str]) -> list[PromotionMove]:
 
 
 def prunings(
-    heads: dict[str, Version], tallies: dict[tuple[str, str], Tally], policy: PromotionPolicy, *, last: bool = False
+    heads: dict[str, Version],
+    tallies: dict[tuple[str, str], Tally],
+    policy: PromotionPolicy,
+    *,
+    last: bool = False,
+    turned: dict[tuple[str, str], str] | None = None,
 ) -> list[PromotionMove]:
     """Every private lesson whose upper bound is below the margin, and at most
     one per library that is not even plausibly helping after ``max_tasks`` tasks: two lessons
@@ -176,8 +181,10 @@ def prunings(
     come: every lesson tried on ``min_tasks`` tasks or more whose evidence does not lean
     towards helping (``policy.end_level``) leaves, and so do the younger ones when the lessons
     tried before them do not help on average (``track_record``); with ``end_level`` None, only
-    those whose estimate is below zero."""
+    those whose estimate is below zero. ``turned``: the lessons that also leave then, with
+    why (``turns``)."""
     track = track_record(tallies, policy) if last and policy.end_level is not None else None
+    turned = turned if last and turned else {}
     moves = []
     for version in heads.values():
         if version.library == GLOBAL:
@@ -192,7 +199,11 @@ def prunings(
             key=lambda pair: pair[0].ucb,
         )[:1]
         if last:
-            idle += [(e, l) for e, l in own if (e, l) not in below + idle and not _stays(e, policy, track)]
+            idle += [
+                (e, l)
+                for e, l in own
+                if (e, l) not in below + idle and (not _stays(e, policy, track) or (version.library, l.id) in turned)
+            ]
         for e, lesson in below + idle:
             reason = (
                 "upper bound below the margin"
@@ -200,11 +211,38 @@ def prunings(
                 else f"not shown to help in {e.tasks} tasks"
                 if cannot_help(e, policy)
                 else _end_reason(e, policy, track)
+                if not _stays(e, policy, track)
+                else turned[(version.library, lesson.id)]
             )
             moves.append(
                 PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
             )
     return moves
+
+
+def turns(
+    early: dict[tuple[str, str], Effect], late: dict[tuple[str, str], Effect], policy: PromotionPolicy
+) -> dict[tuple[str, str], str]:
+    """The (role, lesson) pairs whose effect has turned (``policy.turn_level``), with why: over
+    ``min_tasks`` tasks or more in each window (``Ledger.windows``: a run's last third of steps,
+    and those before), the late estimate is below zero and below the early one beyond a
+    one-sided normal bound on the difference (the two windows' standard errors combined). A
+    lesson that helped at first and harms now leaves at the run's end, though its evidence over
+    the whole run still leans towards helping. None when ``turn_level`` is None."""
+    if policy.turn_level is None:
+        return {}
+    z = NormalDist().inv_cdf(1 - policy.turn_level)
+    out = {}
+    for key, now in late.items():
+        before = early.get(key)
+        if before is None or min(before.tasks, now.tasks) < policy.min_tasks or now.effect >= 0:
+            continue
+        if now.effect - before.effect + z * math.hypot(before.se, now.se) < 0:
+            out[key] = (
+                f"it turned: {now.effect:+.3f} over {now.tasks} tasks in the last third of the steps,"
+                f" {before.effect:+.3f} over {before.tasks} before"
+            )
+    return out
 
 
 def adoptions(

@@ -1,0 +1,152 @@
+"""A lesson whose effect turns leaves at the run's end; a steady one stays.
+
+The world: the solver's prompt starts with two lessons. One adds 0.3 to the team's chance of
+success (0.25 without either) when the solver reads it, in every epoch. The other adds 0.35 in
+the first two epochs and takes 0.2 away in the third (a rule that held for the early tasks and
+not for the later ones). Over the whole run the second still leans towards helping, so the end
+rule by its bound alone (``end_level``) keeps it; its last third of steps (the third epoch)
+shows it harming, below what it did before, and it leaves, with why in the prunings log. With
+``turn_level`` None it stays.
+"""
+
+import asyncio
+import json
+import math
+import re
+
+from mas.config import PromotionPolicy, TrainConfig
+from mas.library import promotion
+from mas.library.ledger import Ledger
+from mas.library.logs import StepKey, StepLog
+from mas.library.store import LibraryStore
+from mas.models.fake import FakeClient, Request, shown
+from mas.team.scenario import Scenario, load_role
+from mas.train import train
+from mas.types.evidence import Effect
+from mas.types.lessons import Lesson, Version
+from mas.types.tasks import Task
+from mas.types.usage import UsageEvent
+
+STEADY = "Write the final number with its units before replying."
+TURNS = "Round every intermediate result to a whole number."
+TASKS, GROUP = 12, 6
+
+
+class World:
+    def __init__(self):
+        self.answers = 0
+
+    def respond(self, request: Request) -> str:
+        if request.schema is not None:
+            return json.dumps(self.learning(request.schema.__name__))
+        role = re.search(r"You are the (\w+)", request.system).group(1)
+        if role == "solver":
+            epoch = self.answers // (TASKS * GROUP)  # the verifier answers once a rollout
+            lessons = shown(request.system)
+            turn = (0.35 if epoch < 2 else -0.2) * (TURNS in lessons)
+            chance = 0.25 + 0.3 * (STEADY in lessons) + turn
+            return "ANSWER: {}".format(
+                re.search(r"\d+", request.messages[0]).group(0) if request.unit("o") < chance else 0
+            )
+        if role == "verifier":
+            self.answers += 1
+            solved = re.findall(r"ANSWER: (\d+)", "\n".join(request.messages))
+            return f"ANSWER: {solved[-1] if solved else 0}"
+        return f"{role} did its part."
+
+    def learning(self, schema: str) -> dict:
+        if schema == "Summary":
+            return {"roles": [], "outcome": "scripted"}
+        if schema == "Advantage":
+            return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": [], "operations": []}
+        if schema == "EditBatch":
+            return {"edits": [{"op": "keep"}]}
+        return {"reason": "scripted", "same": False, "merged": ""}
+
+
+def run(tmp_path, **policy) -> tuple[list[str], list[dict]]:
+    roles = [load_role(r) for r in ("planner", "solver", "verifier")]
+    tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(TASKS)]
+    store = LibraryStore(tmp_path / "lib.json")
+    lessons = [Lesson(id=f"solver/000{i}", text=text) for i, text in enumerate((STEADY, TURNS), start=1)]
+    store.commit([Version(library="solver", number=1, next_id=3, lessons=lessons)])
+    config = TrainConfig(epochs=3, seed=1, group_size=GROUP, batch_size=TASKS, promotion=PromotionPolicy(**policy))
+    scenario = Scenario("turn", roles, tasks, "numeric", test_tasks=[])
+    asyncio.run(
+        train(scenario, client=FakeClient(World().respond), store=store, run_dir=tmp_path / "run", config=config)
+    )
+    logged = [json.loads(line) for line in (tmp_path / "lib.prunings.jsonl").read_text().splitlines() if line]
+    return [l.text for l in store.heads()["solver"].lessons], [move for step in logged for move in step["items"]]
+
+
+def test_a_lesson_that_turned_leaves_and_a_steady_one_stays(tmp_path):
+    kept, moves = run(tmp_path)
+    assert kept == [STEADY]
+    [move] = [m for m in moves if m["kind"] == "prune"]
+    assert move["text"] == TURNS and move["reason"].startswith("it turned: -")
+    assert move["evidence"][0]["effect"] > 0  # over the whole run it still looks helpful
+
+
+def test_without_the_test_for_a_turn_it_stays(tmp_path):
+    kept, moves = run(tmp_path, turn_level=None)
+    assert kept == [STEADY, TURNS]
+    assert [m for m in moves if m["kind"] == "prune"] == []
+
+
+def effect(value: float, tasks: int, se: float = 0.05) -> Effect:
+    return Effect(
+        role="solver", lesson="solver/0001", tasks=tasks, contrasts=tasks, exposures=tasks, effect=value, se=se,
+        lcb=-1, ucb=1,
+    )  # fmt: skip
+
+
+def test_a_turn_is_a_late_estimate_below_zero_and_below_the_early_one():
+    policy = PromotionPolicy()  # min_tasks 5, turn_level 0.2: z 0.84
+    key = ("solver", "solver/0001")
+    turned = promotion.turns({key: effect(0.10, 10)}, {key: effect(-0.02, 5)}, policy)
+    assert list(turned) == [key] and "-0.020 over 5 tasks" in turned[key]
+    assert promotion.turns({key: effect(-0.03, 10)}, {key: effect(-0.02, 5)}, policy) == {}  # no lower than before
+    assert promotion.turns({key: effect(0.10, 10)}, {key: effect(-0.02, 4)}, policy) == {}  # too few tasks late
+    assert promotion.turns({key: effect(0.10, 4)}, {key: effect(-0.02, 5)}, policy) == {}  # too few tasks early
+    drop = 0.12 / math.hypot(0.05, 0.05)  # the difference in standard errors: turned at 0.84, not at 2
+    assert drop > 0.84 and promotion.turns({key: effect(0.10, 10)}, {key: effect(-0.02, 5)}, policy) != {}
+    assert promotion.turns({key: effect(0.10, 10)}, {key: effect(-0.02, 5)}, PromotionPolicy(turn_level=0.02)) == {}
+    assert promotion.turns({key: effect(0.10, 10)}, {key: effect(-0.02, 5)}, PromotionPolicy(turn_level=None)) == {}
+
+
+def events(step: int, shown_to: list[bool], rewards: list[float]) -> list[UsageEvent]:
+    return [
+        UsageEvent(
+            run="r",
+            epoch=0,
+            step=step,
+            task_id=f"t{step}",
+            role="solver",
+            rollout=i,
+            shown=["solver/0001"] * s,
+            randomized=["solver/0001"],
+            reward=r,
+            advantage=0.0,
+        )  # fmt: skip
+        for i, (s, r) in enumerate(zip(shown_to, rewards))
+    ]
+
+
+def test_the_windows_are_the_last_third_of_the_steps_and_those_before(tmp_path):
+    log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent, tmp_path / "lib.json")
+    ledger = Ledger(log)
+    helps, harms = (
+        ([True, True, False, False], [1.0, 1.0, 0.0, 0.0]),
+        ([True, True, False, False], [0.0, 0.0, 1.0, 1.0]),
+    )
+    for step, (shown_to, rewards) in enumerate([helps, helps]):
+        log.append(StepKey("r", 0, step), events(step, shown_to, rewards))
+    assert ledger.windows() == ({}, {})  # two steps: no last third
+    log.append(StepKey("r", 0, 2), events(2, *harms))
+    early, late = ledger.windows()
+    key = ("solver", "solver/0001")
+    assert (early[key].tasks, early[key].effect, late[key].tasks, late[key].effect) == (2, 1.0, 1, -1.0)
+    for step in (3, 4, 5):
+        log.append(StepKey("r", 0, step), events(step, *harms))
+    early, late = ledger.windows()  # six steps: the last two
+    assert (early[key].tasks, early[key].effect, late[key].tasks, late[key].effect) == (4, 0.0, 2, -1.0)
