@@ -228,7 +228,7 @@ def turns(
     and those before), the late estimate is below zero and below the early one beyond a
     one-sided normal bound on the difference (the two windows' standard errors combined). A
     lesson that helped at first and harms now leaves at the run's end, though its evidence over
-    the whole run still leans towards helping. None when ``turn_level`` is None."""
+    the whole run still leans towards helping. Empty when ``turn_level`` is None."""
     if policy.turn_level is None:
         return {}
     z = NormalDist().inv_cdf(1 - policy.turn_level)
