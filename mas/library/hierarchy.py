@@ -205,8 +205,9 @@ def prune(
     if logged is not None:
         moves = logged
     else:
-        early, late = side.evidence.windows(lineage=now.lineage, classes=now.classes) if last else ({}, {})
-        turned = promotion.turns(early, late, policy)
+        turned = {}
+        if last and policy.turn_level is not None:
+            turned = promotion.turns(*side.evidence.windows(lineage=now.lineage, classes=now.classes), policy)
         planned = promotion.prunings(now.heads, now.tallies, policy, last=last, turned=turned)
         planned += promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now)) if last else []
         moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id

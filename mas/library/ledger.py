@@ -81,5 +81,4 @@ class Ledger:
         folds = [Fold(lineage or {}, classes or {}) for _ in range(2)]
         folds[0].add(groups[:cut])
         folds[1].add(groups[cut:])
-        early, recent = (effects(fold.tallies(), classes) for fold in folds)
-        return early, recent
+        return effects(folds[0].tallies(), classes), effects(folds[1].tallies(), classes)

@@ -184,7 +184,7 @@ def prunings(
     those whose estimate is below zero. ``turned``: the lessons that also leave then, with
     why (``turns``)."""
     track = track_record(tallies, policy) if last and policy.end_level is not None else None
-    turned = turned if last and turned else {}
+    turned = turned or {}
     moves = []
     for version in heads.values():
         if version.library == GLOBAL:
@@ -205,19 +205,19 @@ def prunings(
                 if (e, l) not in below + idle and (not _stays(e, policy, track) or (version.library, l.id) in turned)
             ]
         for e, lesson in below + idle:
-            reason = (
-                "upper bound below the margin"
-                if e.ucb < policy.margin
-                else f"not shown to help in {e.tasks} tasks"
-                if cannot_help(e, policy)
-                else _end_reason(e, policy, track)
-                if not _stays(e, policy, track)
-                else turned[(version.library, lesson.id)]
-            )
+            reason = _prune_reason(e, policy, track, turned.get((version.library, lesson.id)))
             moves.append(
                 PromotionMove(kind="prune", text=lesson.text, lessons=[lesson.id], evidence=[e], reason=reason)
             )
     return moves
+
+
+def _prune_reason(e: Effect, policy: PromotionPolicy, track: tuple[float, int] | None, turn: str | None) -> str:
+    if e.ucb < policy.margin:
+        return "upper bound below the margin"
+    if cannot_help(e, policy):
+        return f"not shown to help in {e.tasks} tasks"
+    return turn if turn is not None and _stays(e, policy, track) else _end_reason(e, policy, track)
 
 
 def turns(
