@@ -88,7 +88,9 @@ class PromotionPolicy(Settings):
     its last) and in the steps before, its late estimate is below zero and below the early one
     by more than a one-sided normal bound at this level on the difference
     (``promotion.turns``). A lesson that helped at first and harms now may still lean towards
-    helping over the whole run, and ``end_level`` would keep it. None: no such test. In the
+    helping over the whole run, and ``end_level`` would keep it. A global lesson counts as no
+    help in a role where its effect has turned, and is demoted when that leaves it fewer than
+    ``min_roles`` roles it could help. None: no such test. In the
     hard learning world (bench/README.md, seeds 0-47, three draws, paired), where a lesson
     helps in the first epoch and harms by the third, the harmful lessons left fell from 91 to
     77 and from 80 to 72 (judges ``never`` and ``action``), the share of the achievable gain

@@ -7,6 +7,10 @@ not for the later ones). Over the whole run the second still leans towards helpi
 rule by its bound alone (``end_level``) keeps it; its last third of steps (the third epoch)
 shows it harming, below what it did before, and it leaves, with why in the prunings log. With
 ``turn_level`` None it stays.
+
+A second world (``Shared``): one lesson helps the solver and the verifier for two epochs and
+harms both in the third. Promoted to the global library while it helped, it is demoted at the
+run's end, the turns in the demotion's reason; with ``turn_level`` None it stays global.
 """
 
 import asyncio
@@ -16,6 +20,7 @@ import re
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library import promotion
+from mas.library.evidence import Tally
 from mas.library.ledger import Ledger
 from mas.library.logs import StepKey, StepLog
 from mas.library.store import LibraryStore
@@ -150,3 +155,81 @@ def test_the_windows_are_the_last_third_of_the_steps_and_those_before(tmp_path):
         log.append(StepKey("r", 0, step), events(step, *harms))
     early, late = ledger.windows()  # six steps: the last two
     assert (early[key].tasks, early[key].effect, late[key].tasks, late[key].effect) == (4, 0.0, 2, -1.0)
+
+
+class Shared(World):
+    """TURNS helps the solver and the verifier alike for two epochs and harms both in the
+    third: the team's chance is 0.3, and 0.3 more (then 0.3 less) for each of the two roles
+    shown TURNS; the solver says in its answer whether it was shown it."""
+
+    def respond(self, request: Request) -> str:
+        if request.schema is not None:
+            return json.dumps(self.learning(request.schema.__name__))
+        role = re.search(r"You are the (\w+)", request.system).group(1)
+        shown_to = TURNS in shown(request.system)
+        if role == "solver":
+            number = re.search(r"\d+", request.messages[0]).group(0)
+            return f"ANSWER: {number}" + " (rounded)" * shown_to
+        if role == "verifier":
+            epoch = self.answers // (TASKS * GROUP)
+            self.answers += 1
+            talk = "\n".join(request.messages)
+            turn = 0.3 if epoch < 2 else -0.3
+            chance = 0.3 + turn * (shown_to + ("(rounded)" in talk))
+            answer = re.findall(r"ANSWER: (\d+)", talk)[-1]
+            return f"ANSWER: {answer if request.unit('v') < chance else 0}"
+        return f"{role} did its part."
+
+
+def run_shared(tmp_path, seed: int = 1, **policy) -> tuple[dict[str, list[str]], list[dict]]:
+    roles = [load_role(r) for r in ("planner", "solver", "verifier")]
+    tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(TASKS)]
+    store = LibraryStore(tmp_path / "lib.json")
+    store.commit(
+        [
+            Version(library=r, number=1, next_id=2, lessons=[Lesson(id=f"{r}/0001", text=TURNS)])
+            for r in ("solver", "verifier")
+        ]
+    )
+    config = TrainConfig(epochs=3, seed=seed, group_size=GROUP, batch_size=TASKS, promotion=PromotionPolicy(**policy))
+    scenario = Scenario("turn", roles, tasks, "numeric", test_tasks=[])
+    asyncio.run(
+        train(scenario, client=FakeClient(Shared().respond), store=store, run_dir=tmp_path / "run", config=config)
+    )
+    logged = [json.loads(line) for line in (tmp_path / "lib.promotions.jsonl").read_text().splitlines() if line]
+    kept = {name: [l.text for l in v.lessons] for name, v in store.heads().items()}
+    return kept, [move | {"epoch": step["epoch"]} for step in logged for move in step["items"]]
+
+
+def test_a_global_lesson_that_turned_is_demoted(tmp_path):
+    """Promoted while it helped both roles, the lesson is taken out of the global library after
+    the last step, with the turns in the demotion's reason; with ``turn_level`` None it stays
+    global (the outcome holds on each of the 5 of 12 coin seeds in which it is promoted)."""
+    kept, moves = run_shared(tmp_path)
+    assert [(m["kind"], m["epoch"]) for m in moves] == [("promote", 1), ("demote", 2)]
+    assert "solver: it turned: -" in moves[1]["reason"] and "verifier: it turned: -" in moves[1]["reason"]
+    assert moves[1]["roles"] == [] and kept["global"] == []
+    kept, moves = run_shared(tmp_path / "off", turn_level=None)
+    assert [(m["kind"], m["epoch"]) for m in moves] == [("promote", 1)] and kept["global"] == [TURNS]
+
+
+def test_a_turn_takes_a_role_from_those_a_global_lesson_can_help():
+    heads = {"global": Version(library="global", number=1, next_id=2, lessons=[Lesson(id="global/0001", text="g")])}
+    tallies = {}
+    for role in ("solver", "verifier"):
+        tallies[(role, "global/0001")] = out = Tally()
+        for i in range(12):
+            out.add(f"t{i}", 1.2, 0.6, 0.5)
+    turn = "it turned: -0.1 over 6 tasks in the last third of the steps, +0.5 over 6 before"
+
+    def moves(*turned: str):
+        return promotion.plan(
+            heads, tallies, PromotionPolicy(), same=lambda a, b: False, roles=["solver", "verifier"],
+            turned={(role, "global/0001"): turn for role in turned},
+        )  # fmt: skip
+
+    assert moves() == []
+    [demoted] = moves("solver")
+    assert demoted.kind == "demote" and demoted.roles == ["verifier"]
+    assert demoted.reason == f"can help at most 1 of the 2 roles it needs; solver: {turn}"
+    assert [m.roles for m in moves("solver", "verifier")] == [[]]

@@ -205,9 +205,7 @@ def prune(
     if logged is not None:
         moves = logged
     else:
-        turned = {}
-        if last and policy.turn_level is not None:
-            turned = promotion.turns(*side.evidence.windows(lineage=now.lineage, classes=now.classes), policy)
+        turned = _turned(store, policy, now) if last else {}
         planned = promotion.prunings(now.heads, now.tallies, policy, last=last, turned=turned)
         planned += promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now)) if last else []
         moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id
@@ -215,6 +213,13 @@ def prune(
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
         store.commit(promotion.execute(moves, now.heads, provenance=stamp)[0])
     return moves
+
+
+def _turned(store: LibraryStore, policy: PromotionPolicy, now: Snapshot) -> dict[tuple[str, str], str]:
+    """The (role, lesson) pairs whose effect has turned by now (``promotion.turns``)."""
+    if policy.turn_level is None:
+        return {}
+    return promotion.turns(*store.side.evidence.windows(lineage=now.lineage, classes=now.classes), policy)
 
 
 async def promote(
@@ -229,11 +234,14 @@ async def promote(
     meter: Meter | None = None,
     dry_run: bool = False,
     roles: list[str] | None = None,
+    last: bool = False,
 ) -> list[PromotionMove]:
     """One promotion pass (``roles``: the team's): merges, promotions and demotions from all the randomized evidence
     so far, judging near-duplicates by meaning (``client`` asks the model about pairs not
     judged yet; without it they count as different); log the pass with its evidence in
-    ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``."""
+    ``<library>.promotions.jsonl``, then carry it out, unless ``dry_run``. After the run's
+    ``last`` step a global lesson whose effect has turned in a role (``promotion.turns``) counts
+    as no help there, and is demoted when that leaves fewer than ``min_roles`` it can help."""
     if dry_run:
         return await _plan(
             store, policy, client=None, seed=seed, temperature=temperature, meter=meter, dry_run=True, roles=roles
@@ -248,7 +256,9 @@ async def promote(
                 store.commit(promotion.execute(logged, store.heads(), provenance=stamp)[0])
             return logged
         heads = store.heads()
-        moves = await _plan(store, policy, client=client, seed=seed, temperature=temperature, meter=meter, roles=roles)
+        moves = await _plan(
+            store, policy, client=client, seed=seed, temperature=temperature, meter=meter, roles=roles, last=last
+        )  # fmt: skip
         versions, moves = promotion.execute(moves, heads, provenance=stamp)
         side.promotions.append(key, moves)  # logged first, keyed by the step: see above
         store.commit(versions)
@@ -257,7 +267,16 @@ async def promote(
 
 
 async def _plan(
-    store: LibraryStore, policy: PromotionPolicy, *, client, seed, temperature, meter, dry_run=False, roles=None
+    store: LibraryStore,
+    policy: PromotionPolicy,
+    *,
+    client,
+    seed,
+    temperature,
+    meter,
+    dry_run=False,
+    roles=None,
+    last=False,
 ) -> list[PromotionMove]:
     """Merges within libraries, then promotions and demotions."""
     side = store.side
@@ -278,4 +297,5 @@ async def _plan(
         for name, v in heads.items()
     }
     own = side.evidence.contrasts(lineage=known)
-    return moves + promotion.plan(kept, now.tallies, policy, same=judge.known_same, roles=roles, own=own)
+    turned = _turned(store, policy, now) if last else {}
+    return moves + promotion.plan(kept, now.tallies, policy, same=judge.known_same, roles=roles, own=own, turned=turned)

@@ -49,14 +49,17 @@ def plan(
     same: Same,
     roles: list[str] | None = None,
     own: dict[tuple[str, str], Tally] | None = None,
+    turned: dict[tuple[str, str], str] | None = None,
 ) -> list[PromotionMove]:
     """The moves the evidence justifies now. ``roles``: the team's (else the roles with a
     library or with evidence; a role not counted could not stop a demotion). ``own``: each
     lesson's evidence as itself (its lineage, no twins), which says whose text a promotion
-    takes; without it, ``tallies``."""
+    takes; without it, ``tallies``. ``turned``: the (role, lesson) pairs whose effect has
+    turned (``turns``, after a run's last step): a global lesson counts as no help there."""
     known = {v.library for v in heads.values() if v.library != GLOBAL} | {role for role, _ in tallies}
     roles = sorted(known | set(roles or ()))
-    return _promotions(heads, tallies, own or tallies, policy, same, roles) + _demotions(heads, tallies, policy, roles)
+    demotions = _demotions(heads, tallies, policy, roles, turned or {})
+    return _promotions(heads, tallies, own or tallies, policy, same, roles) + demotions
 
 
 def _promotions(heads, tallies, own, policy, same: Same, roles: list[str]) -> list[PromotionMove]:
@@ -146,13 +149,16 @@ def merges(heads: dict[str, Version], tallies, policy: PromotionPolicy, same: Sa
     return moves
 
 
-def _demotions(heads, tallies, policy, roles: list[str]) -> list[PromotionMove]:
+def _demotions(heads, tallies, policy, roles: list[str], turned: dict[tuple[str, str], str]) -> list[PromotionMove]:
     moves = []
     for lesson in heads.get(GLOBAL, Version.empty(GLOBAL)).lessons:
         evidence = [effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally())) for role in roles]
-        possible = [e.role for e in evidence if not cannot_help(e, policy)]
+        now = [e for e in evidence if (e.role, lesson.id) not in turned]
+        possible = [e.role for e in now if not cannot_help(e, policy)]
         if len(possible) < policy.min_roles:
-            back = [e.role for e in evidence if helps(e, policy)]
+            back = [e.role for e in now if helps(e, policy)]
+            reason = f"can help at most {len(possible)} of the {policy.min_roles} roles it needs"
+            turns_here = [f"{e.role}: {turned[(e.role, lesson.id)]}" for e in evidence if (e.role, lesson.id) in turned]
             moves.append(
                 PromotionMove(
                     kind="demote",
@@ -160,7 +166,7 @@ def _demotions(heads, tallies, policy, roles: list[str]) -> list[PromotionMove]:
                     lessons=[lesson.id],
                     evidence=evidence,
                     roles=back,
-                    reason=f"can help at most {len(possible)} of the {policy.min_roles} roles it needs",
+                    reason="; ".join([reason, *turns_here]),
                 )  # fmt: skip
             )
     return moves

@@ -106,7 +106,7 @@ async def run_step(
     if promote:
         moves = await hierarchy.promote(
             store, config.promotion, provenance, budget=config.budget, client=learner, seed=config.seed,
-            temperature=config.learning_temperature, meter=meter, roles=scenario.role_names,
+            temperature=config.learning_temperature, meter=meter, roles=scenario.role_names, last=last,
         )  # fmt: skip
     rewards = [r for group in groups for r in group.rewards]
     stage_cost = stage_costs(meter.snapshot(), price)
