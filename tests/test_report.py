@@ -138,7 +138,13 @@ def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
             "roles": ["planner", "solver"],
             "epoch": 1,
         },
-        {"kind": "demote", "text": "Always answer with the first number that comes to mind.", "roles": [], "epoch": 0},
+        {
+            "kind": "demote",
+            "text": "Always answer with the first number that comes to mind.",
+            "roles": [],
+            "epoch": 0,
+            "reason": "can help at most 0 of the 2 roles it needs",
+        },
         {
             "kind": "promote",
             "text": "A lesson from another run entirely, not this one.",
@@ -157,7 +163,7 @@ def test_promotions_of_the_run_are_listed_and_others_are_not(tmp_path):
         "- epoch 1: promote “Check every intermediate result once more before going on.” (roles: planner, solver)"
         in text
     )
-    assert "- epoch 0: demote “Always answer with the first number" in text
+    assert "that comes to mind.” (roles: none): can help at most 0 of the 2 roles it needs\n" in text  # with why
     assert "another run" not in text
     check_plots(tmp_path / "out")
 
