@@ -69,19 +69,25 @@ class World:
         return {"reason": "scripted", "same": False, "merged": ""}
 
 
-def run(tmp_path, **policy) -> tuple[list[str], list[dict]]:
+def train_in(tmp_path, world: World, libraries: list[Version], log: str, seed: int = 1, **policy) -> tuple:
+    """Three epochs of the world's team from ``libraries``: the heads after, and the moves of
+    ``<library>.<log>.jsonl`` with their epoch."""
     roles = [load_role(r) for r in ("planner", "solver", "verifier")]
     tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(TASKS)]
     store = LibraryStore(tmp_path / "lib.json")
-    lessons = [Lesson(id=f"solver/000{i}", text=text) for i, text in enumerate((STEADY, TURNS), start=1)]
-    store.commit([Version(library="solver", number=1, next_id=3, lessons=lessons)])
-    config = TrainConfig(epochs=3, seed=1, group_size=GROUP, batch_size=TASKS, promotion=PromotionPolicy(**policy))
+    store.commit(libraries)
+    config = TrainConfig(epochs=3, seed=seed, group_size=GROUP, batch_size=TASKS, promotion=PromotionPolicy(**policy))
     scenario = Scenario("turn", roles, tasks, "numeric", test_tasks=[])
-    asyncio.run(
-        train(scenario, client=FakeClient(World().respond), store=store, run_dir=tmp_path / "run", config=config)
-    )
-    logged = [json.loads(line) for line in (tmp_path / "lib.prunings.jsonl").read_text().splitlines() if line]
-    return [l.text for l in store.heads()["solver"].lessons], [move for step in logged for move in step["items"]]
+    asyncio.run(train(scenario, client=FakeClient(world.respond), store=store, run_dir=tmp_path / "run", config=config))
+    logged = [json.loads(line) for line in (tmp_path / f"lib.{log}.jsonl").read_text().splitlines() if line]
+    return store.heads(), [move | {"epoch": step["epoch"]} for step in logged for move in step["items"]]
+
+
+def run(tmp_path, **policy) -> tuple[list[str], list[dict]]:
+    lessons = [Lesson(id=f"solver/000{i}", text=text) for i, text in enumerate((STEADY, TURNS), start=1)]
+    library = Version(library="solver", number=1, next_id=3, lessons=lessons)
+    heads, moves = train_in(tmp_path, World(), [library], "prunings", **policy)
+    return [l.text for l in heads["solver"].lessons], moves
 
 
 def test_a_lesson_that_turned_leaves_and_a_steady_one_stays(tmp_path):
@@ -181,24 +187,13 @@ class Shared(World):
         return f"{role} did its part."
 
 
-def run_shared(tmp_path, seed: int = 1, **policy) -> tuple[dict[str, list[str]], list[dict]]:
-    roles = [load_role(r) for r in ("planner", "solver", "verifier")]
-    tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(TASKS)]
-    store = LibraryStore(tmp_path / "lib.json")
-    store.commit(
-        [
-            Version(library=r, number=1, next_id=2, lessons=[Lesson(id=f"{r}/0001", text=TURNS)])
-            for r in ("solver", "verifier")
-        ]
-    )
-    config = TrainConfig(epochs=3, seed=seed, group_size=GROUP, batch_size=TASKS, promotion=PromotionPolicy(**policy))
-    scenario = Scenario("turn", roles, tasks, "numeric", test_tasks=[])
-    asyncio.run(
-        train(scenario, client=FakeClient(Shared().respond), store=store, run_dir=tmp_path / "run", config=config)
-    )
-    logged = [json.loads(line) for line in (tmp_path / "lib.promotions.jsonl").read_text().splitlines() if line]
-    kept = {name: [l.text for l in v.lessons] for name, v in store.heads().items()}
-    return kept, [move | {"epoch": step["epoch"]} for step in logged for move in step["items"]]
+def run_shared(tmp_path, **policy) -> tuple[dict[str, list[str]], list[dict]]:
+    libraries = [
+        Version(library=r, number=1, next_id=2, lessons=[Lesson(id=f"{r}/0001", text=TURNS)])
+        for r in ("solver", "verifier")
+    ]
+    heads, moves = train_in(tmp_path, Shared(), libraries, "promotions", **policy)
+    return {name: [l.text for l in v.lessons] for name, v in heads.items()}, moves
 
 
 def test_a_global_lesson_that_turned_is_demoted(tmp_path):
