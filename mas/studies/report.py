@@ -397,7 +397,7 @@ def _run_section(run: Run) -> list[str]:
     out += ["", "### Promotions and demotions", ""]
     out += [
         f"- epoch {epoch}: {m.kind} “{_abbrev(m.text, 100)}” (roles: {', '.join(m.roles) or 'none'})"
-        + (f": {_abbrev(m.reason, 240)}" if m.reason else "")
+        + (f": {_abbrev(m.reason, 240)}" if m.reason and m.kind != "promote" else "")  # a promotion's names its roles
         for epoch, m in run.moves
     ] or ["_None._"]
     out += ["", "### Lessons at the end of the run", ""]
