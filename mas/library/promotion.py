@@ -153,10 +153,10 @@ def _demotions(heads, tallies, policy, roles: list[str], turned: dict[tuple[str,
     moves = []
     for lesson in heads.get(GLOBAL, Version.empty(GLOBAL)).lessons:
         evidence = [effect_of(role, lesson.id, tallies.get((role, lesson.id), Tally())) for role in roles]
-        now = [e for e in evidence if (e.role, lesson.id) not in turned]
-        possible = [e.role for e in now if not cannot_help(e, policy)]
+        unturned = [e for e in evidence if (e.role, lesson.id) not in turned]
+        possible = [e.role for e in unturned if not cannot_help(e, policy)]
         if len(possible) < policy.min_roles:
-            back = [e.role for e in now if helps(e, policy)]
+            back = [e.role for e in unturned if helps(e, policy)]
             reason = f"can help at most {len(possible)} of the {policy.min_roles} roles it needs"
             turns_here = [f"{e.role}: {turned[(e.role, lesson.id)]}" for e in evidence if (e.role, lesson.id) in turned]
             moves.append(
