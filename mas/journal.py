@@ -6,8 +6,11 @@ One JSON line per finished unit of work (a rollout, a summary, an advantage, an 
 a step report), keyed by what produced it. Each line is flushed and fsynced before the next
 stage may depend on it. A crash can only cut the last line short; loading drops such a line,
 so its unit of work is simply done again. Any other bad line is damage from outside: loading
-stops with one line naming it, rather than silently dropping every record after it. What is
-written is redacted (``mas.redact``).
+stops with one line naming it, rather than silently dropping every record after it. A record
+read back (``Journal.load``, ``read_back``) is untrusted too: one that is not of its kind, or
+whose data contradict its key (a step report or a rollout of other work), stops the command
+with one line naming its line and field, rather than being taken as done. What is written is
+redacted (``mas.redact``).
 
 Memory holds only where each record is (its offset and length in the file), not the records,
 and only for the steps not yet finished (and each step's report): a run of thousands of steps
@@ -24,6 +27,7 @@ import gc
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,6 +56,8 @@ class Journal:
         run's steps follow one another, and a step's report is its last record)."""
         self._reports: dict[str, Any] = {}
         """Each finished step's report (small; a resume reads every one)."""
+        self._report_at: dict[str, int] = {}
+        """Where each step's report starts in the file: an error names its line."""
         self._calls: dict[str, list[str]] = {}
         """The keys of the model calls journaled in the step under way, by the rollout that
         made them (``calls_of``)."""
@@ -66,7 +72,7 @@ class Journal:
             f = regular_file(self.path).open("rb")
         except OSError as e:
             raise UserError(f"{self.path}: cannot read ({e.strerror or e})") from None
-        reports, loads = self._reports, orjson.loads
+        reports, report_at, loads = self._reports, self._report_at, orjson.loads
         pending: list[tuple[str, str, int]] = []
         whole, offset, number, bad = 0, 0, 0, None
         collecting = gc.isenabled()
@@ -97,6 +103,7 @@ class Journal:
                         continue
                 if kind == "step":  # ``_note``, inlined (it runs per record)
                     reports[key] = record["data"]
+                    report_at[key] = offset
                     pending.clear()
                 else:
                     pending.append((kind, key, offset))
@@ -132,22 +139,18 @@ class Journal:
             raise UserError(f"{self.path}: cannot read a record back ({e})") from None
 
     def load(self, kind: str, key: str, model: type[T]) -> T | None:
-        """``get``, validated as ``model``: a record that is not one (damage, or a hand edit)
-        stops the run with one line naming the file and the line."""
-        data = self.get(kind, key)
-        if data is None:
+        """``get``, validated as ``model`` and checked against ``key``: a record that is not
+        one, or is another unit of work's (damage, a hand edit, a line from another run), stops
+        the run with one line naming the file and the line, rather than being taken as done."""
+        at = self._report_at.get(key) if kind == "step" else self.index.get((kind, key))
+        if at is None:
             return None
         try:
-            return model.model_validate(data)
-        except ValidationError as e:
+            return _checked(kind, key, self.get(kind, key), model)
+        except BadRecord as e:
             with self.path.open("rb") as f:
-                line = f.read(self.index[(kind, key)]).count(b"\n") + 1
-            error = e.errors()[0]
-            where = ".".join(map(str, error["loc"]))
-            raise CorruptJournal(
-                f"{self.path}:{line}: not a {kind} record ({where + ': ' if where else ''}{error['msg']}); "
-                f"delete line {line} to redo its work, or use a new --run-dir"
-            ) from None
+                line = f.read(at).count(b"\n") + 1
+            raise _bad(self.path, line, e) from None
 
     def put(self, kind: str, key: str, data: Any, *, sync: bool = True) -> None:
         """Append a record. ``sync=False`` leaves it to the system to reach the disk: for a
@@ -170,6 +173,7 @@ class Journal:
         """Index a record; a step's report closes the step: its other records leave the index."""
         if kind == "step":
             self._reports[key] = data
+            self._report_at[key] = offset
             for done in self._pending:
                 self.index.pop(done, None)
             self._pending.clear()
@@ -205,17 +209,74 @@ def records(path: Path) -> tuple[list[dict], int]:
     """The records of a journal file, and the length of the part of it that holds them: all
     of it but a last line cut short by a crash. Any other bad line is a ``CorruptJournal``."""
     found, whole = [], 0
-    for record, offset, length in _scan(path):
+    for record, _, offset, length in _scan(path):
         found.append(record)
         whole = offset + length
     return found, whole
 
 
-def _scan(path: Path):
-    """(record, offset, length) for each record line, in file order; stops before a last line
-    cut short by a crash. Any other bad line is a ``CorruptJournal``."""
+def read_back(path: Path, models: dict[str, type[BaseModel]]) -> Iterator[tuple[str, str, Any, int]]:
+    """(kind, key, record, line) for each record of a kind in ``models``, in file order, the
+    record validated as that kind's model and checked against its key (``Journal.load``): a
+    journal read whole, by a report or for a run's finished steps, is as untrusted as one read
+    back record by record. A bad record is a ``CorruptJournal`` naming its line."""
+    for record, line, _, _ in _scan(path):
+        kind, key = record["kind"], record["key"]
+        if kind in models:
+            try:
+                yield kind, key, _checked(kind, key, record["data"], models[kind]), line
+            except BadRecord as e:
+                raise _bad(path, line, e) from None
+
+
+class BadRecord(ValueError):
+    """A record that is not of its kind, or not of the work its key names (``_checked``)."""
+
+
+def _checked(kind: str, key: str, data: Any, model: type[T]) -> T:
+    """``data`` as ``model``, or a ``BadRecord`` saying which field is wrong and why."""
     try:
-        f = path.open("rb")
+        value = model.model_validate(data)
+    except ValidationError as e:
+        error = e.errors()[0]
+        where = ".".join(map(str, error["loc"]))
+        raise BadRecord(f"not {_a(kind)} record ({where + ': ' if where else ''}{error['msg']})") from None
+    field = _contradicted(kind, key, value)
+    if field is not None:
+        raise BadRecord(f"not the {kind} record of {key!r} (its {field} is {getattr(value, field)!r})")
+    return value
+
+
+def _a(kind: str) -> str:
+    """``kind`` with its article: a rollout, an advantage."""
+    return f"{'an' if kind[:1] in tuple('aeiou') else 'a'} {kind}"
+
+
+def _contradicted(kind: str, key: str, value: Any) -> str | None:
+    """The field of a record that its key contradicts, or None. A step report's key is
+    ``e<epoch>/s<step>``, a rollout's ends ``/<task id>/<index>``: a line pasted from another
+    run or another step would otherwise be read back as the work of this one."""
+    if kind == "step":
+        epoch, _, step = key.partition("/")
+        agrees = {"epoch": epoch == f"e{value.epoch}", "step": step == f"s{value.step}"}
+    elif kind == "rollout":
+        head, _, index = key.rpartition("/")
+        agrees = {"task_id": head.endswith(f"/{value.task_id}"), "index": index == str(value.index)}
+    else:
+        return None
+    return next((field for field, ok in agrees.items() if not ok), None)
+
+
+def _bad(path: Path, line: int, e: BadRecord) -> CorruptJournal:
+    reason = " ".join(str(e).split())[:200]  # one line, whatever the record held
+    return CorruptJournal(f"{path}:{line}: {reason}; delete line {line} to redo its work, or use a new --run-dir")
+
+
+def _scan(path: Path):
+    """(record, line number, offset, length) for each record line, in file order; stops before
+    a last line cut short by a crash. Any other bad line is a ``CorruptJournal``."""
+    try:
+        f = regular_file(path).open("rb")
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
     with f:
@@ -228,7 +289,7 @@ def _scan(path: Path):
                     raise _corrupt(path, *bad)
             elif not blank:
                 try:
-                    yield _record(raw), offset, len(raw)
+                    yield _record(raw), number, offset, len(raw)
                 except ValueError as e:
                     bad = (number, e)
             offset += len(raw)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mas.errors import UserError
 from mas.journal import Journal
-from mas.paths import atomic_write
+from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data
 
 KINDS = {"train": "a training run", "eval": "an evaluation", "ablate": "an ablation", "transfer": "a transfer study"}
@@ -109,7 +109,7 @@ def read_settings(run_dir: Path) -> dict | None:
             raise UserError(f"{run_dir}: not a run folder (it holds other files but no run.json); use a new --run-dir")
         return None
     try:
-        before = json.loads(path.read_text(encoding="utf-8"))
+        before = json.loads(regular_file(path).read_text(encoding="utf-8"))  # a FIFO would block for ever
     except (ValueError, OSError, RecursionError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
         raise UserError(f"{path}: not readable as a run's settings ({reason}); use a new --run-dir") from None

@@ -20,7 +20,7 @@ from mas import runs
 from mas.config import TrainConfig, seed_of
 from mas.cost import Price
 from mas.executors import Executor
-from mas.journal import Journal, records
+from mas.journal import Journal, read_back
 from mas.library import pending
 from mas.library.edits import apply
 from mas.library.logs import SideFiles
@@ -79,7 +79,7 @@ async def train(
     training run, or a rollback, promote, recover or graph export of the same library, is
     refused at once, since it would change the library under the steps of this one."""
     config = with_tokenizer(config, client)
-    new = _check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
+    new = check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
         SideFiles(store.path).check()  # a damaged log stops the run here, not after its folder is made
         if new is not None:
@@ -114,7 +114,7 @@ async def _train(
                 return TrainResult(
                     run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=spent, stopped=stopped
                 )
-            done = journal.get("step", f"e{epoch}/s{step}")
+            done = journal.load("step", f"e{epoch}/s{step}", StepReport)  # read back: untrusted
             if done is None:
                 provenance = Provenance(
                     run=run_dir.name, epoch=epoch, step=step, task_ids=[t.id for t in batch], model=model_name,
@@ -131,7 +131,7 @@ async def _train(
                 on_step(report)
             else:
                 on_rollout(len(batch) * config.group_size)
-                report = StepReport.model_validate(done)  # read back from the journal: untrusted
+                report = done
             reports.append(report)
             spent += reports[-1].cost_usd
     return TrainResult(run=run_dir.name, steps=reports, heads=store.heads(), cost_usd=sum(r.cost_usd for r in reports))
@@ -155,7 +155,7 @@ def finished(run_dir: Path) -> list[StepReport]:
     path = run_dir / "journal.jsonl"
     if not path.is_file():
         return []
-    steps = [StepReport.model_validate(r["data"]) for r in records(path)[0] if r["kind"] == "step"]
+    steps = [report for _, _, report, _ in read_back(path, {"step": StepReport})]
     return sorted(steps, key=lambda s: (s.epoch, s.step))
 
 
@@ -179,7 +179,7 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), size)]
 
 
-def _check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> dict | None:
+def check_run(run_dir: Path, scenario: Scenario, config: TrainConfig, model_name: str, library: Path) -> dict | None:
     """The settings to write for a new run; None when ``run_dir`` holds this run already.
 
     A resumed run must keep its settings. A run is its tasks and role prompts as much as its

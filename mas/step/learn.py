@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from mas import texts
 from mas.ask import ask
@@ -26,7 +26,25 @@ from mas.types.replies import Advantage, Summary, advantage_schema, summary_sche
 from mas.types.reports import StageCount
 from mas.types.rollouts import Group, Rollout
 
-_counts = TypeAdapter(dict[str, StageCount])
+R = TypeVar("R", bound=BaseModel)
+
+
+class Outcome(BaseModel, Generic[R]):
+    """A learning call's journal record, as read back: the journal is untrusted like any file
+    mas reads, so a record that is not one stops the run naming its line (``Journal.load``),
+    as a bad rollout record does, instead of failing somewhere inside the step."""
+
+    ok: bool
+    reply: R | None = Field(None, validate_default=True)
+    """The reply, validated as the call's schema; there is none for a call that failed."""
+    calls: dict[str, StageCount] = {}
+
+    @field_validator("reply")
+    @classmethod
+    def _reply_of_a_success(cls, reply: R | None, info: ValidationInfo) -> R | None:
+        if reply is None and info.data.get("ok"):
+            raise ValueError("required when ok is true")
+        return reply
 
 
 def truth(ctx: Context, group: Group) -> str:
@@ -77,10 +95,10 @@ async def advantage(ctx: Context, group: Group, summaries: list[Summary]) -> Adv
 async def journaled(ctx: Context, stage: str, key: str, schema, max_tokens: int, **values: Any):
     """Ask once: a finished call (success or failure) is read back from the journal, and
     counted again as it was counted when it was made."""
-    done = ctx.journal.get(stage, key)
+    done = ctx.journal.load(stage, key, Outcome[schema])
     if done is not None:
-        ctx.meter.add(_counts.validate_python(done.get("calls", {})))
-        return schema.model_validate(done["reply"]) if done["ok"] else None
+        ctx.meter.add(done.calls)
+        return done.reply if done.ok else None
     own = Meter()
     try:
         reply = await ask(

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
 
 from autogen_core.models import ChatCompletionClient
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from mas.config import EvalConfig
 from mas.errors import UserError
@@ -31,8 +30,6 @@ from mas.types.lessons import Version
 from mas.types.reports import StageCount
 from mas.types.rollouts import Rollout
 from mas.types.tasks import Task
-
-T = TypeVar("T", bound=BaseModel)
 
 
 class TaskScore(BaseModel):
@@ -82,8 +79,7 @@ async def evaluate(
     With a ``journal`` (a study's), each rollout is recorded under ``key`` as it ends, and the
     result once it is complete: run again, the evaluation reads back what was done, repeating
     no finished model call (``Replayed``), and counts it as it was counted."""
-    if journal is not None and (done := journal.get("evaluation", key)) is not None:
-        result = _read_back(EvalResult, done, journal)
+    if journal is not None and (result := journal.load("evaluation", key, EvalResult)) is not None:
         for score in result.tasks:
             on_task(score)
         return result
@@ -100,8 +96,8 @@ async def evaluate(
 
     async def one(task: Task, index: int) -> Rollout:
         at = f"{key}/{task.id}/{index}"
-        if journal is not None and (done := journal.get("rollout", at)) is not None:
-            return _read_back(Rollout, done, journal)
+        if journal is not None and (done := journal.load("rollout", at, Rollout)) is not None:
+            return done  # checked like any file read back, and against its key
         job = RolloutJob(
             at, task, index, heads, config.sampling("eval", task.id, index), config.rollout_timeout, config.budget
         )
@@ -137,14 +133,6 @@ def _result(
         tasks=scores,
         calls=meter.snapshot(),
     )
-
-
-def _read_back(model: type[T], data: object, journal: Journal) -> T:
-    """A record of the journal, which is checked like any file read back."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise UserError(f"{journal.path}: a record that cannot be read back ({e.errors()[0]['msg']})") from None
 
 
 def _score(scenario: Scenario, task: Task, rollouts: list[Rollout]) -> TaskScore:

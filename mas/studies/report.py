@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from mas.errors import UserError
-from mas.journal import records
+from mas.journal import CorruptJournal, read_back
 from mas.library.budget import tokens
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
@@ -139,25 +140,16 @@ def _ours(report: Path) -> bool:
 
 
 def _load(path: Path) -> Run:
-    """Read one run directory, or raise UserError naming it."""
+    """Read one run directory, or raise UserError naming it (and a bad journal line)."""
     settings_path, journal_path = path / "run.json", path / "journal.jsonl"
     if not settings_path.is_file() or not journal_path.is_file():
         raise UserError(f"{path}: not a training run (no run.json or journal.jsonl)")
     try:
         settings = json.loads(settings_path.read_text(encoding="utf-8"))
-        found = {(r["kind"], r["key"]): r["data"] for r in records(journal_path)[0]}
-        steps = sorted(
-            (StepReport.model_validate(d) for (kind, _), d in found.items() if kind == "step"),
-            key=lambda s: (s.epoch, s.step),
-        )
-        rollouts = [
-            (int(key.split("/")[0][1:]), Rollout.model_validate(d))
-            for (kind, key), d in found.items()
-            if kind == "rollout"
-        ]
         library, config = Path(settings["library"]), dict(settings["config"])
-    except (ValueError, KeyError, TypeError, IndexError, ValidationError, OSError, RecursionError):
-        raise UserError(f"{path}: not a readable training run (bad run.json or journal.jsonl)") from None
+    except (ValueError, KeyError, TypeError, OSError, RecursionError):
+        raise UserError(f"{path}: not a readable training run (bad run.json)") from None
+    steps, rollouts = _journal(journal_path)
     libraries, note = None, f"library file {library} is missing"
     if library.is_file():
         try:
@@ -171,6 +163,25 @@ def _load(path: Path) -> Run:
     except (ValueError, KeyError, TypeError, ValidationError, UserError):
         moves = []  # a damaged log: the report goes on without it
     return Run(path, path.name, {**settings, "config": config}, steps, rollouts, libraries, note, moves)
+
+
+def _journal(path: Path) -> tuple[list[StepReport], list[tuple[int, Rollout]]]:
+    """A run's step reports, in order, and its rollouts with their epochs. Each record is
+    checked as a resumed run checks it (``read_back``), so a bad one is named by its line; of
+    two records with one key the last counts, as it does for a resumed run."""
+    found: dict[tuple[str, str], object] = {}
+    for kind, key, record, line in read_back(path, {"step": StepReport, "rollout": Rollout}):
+        found[kind, key] = record if kind == "step" else (_epoch(path, key, line), record)
+    steps = sorted((s for (kind, _), s in found.items() if kind == "step"), key=lambda s: (s.epoch, s.step))
+    return steps, [r for (kind, _), r in found.items() if kind == "rollout"]
+
+
+def _epoch(path: Path, key: str, line: int) -> int:
+    """The epoch of a training rollout, from its key ``e<epoch>/s<step>/<task id>/<index>``."""
+    found = re.match(r"e([0-9]{1,9})/", key)
+    if found is None:
+        raise CorruptJournal(f"{path}:{line}: not a training run's rollout (its key {key!r} names no epoch)")
+    return int(found[1])
 
 
 def _reward(run: Run, epoch: int) -> float:
