@@ -23,8 +23,8 @@ For ``libraries/maths.json``:
 The six step logs are append-only, one JSON line per training step (``{"run", "epoch", "step",
 "items": [...]}``), so a crash can never leave a step half recorded and a resumed step is
 never recorded twice. They are read back as untrusted input: a last line cut short by a crash
-is dropped, any other bad line stops the reader with one line naming it, and ``repair()``
-(``mas library recover``) sets such lines aside in ``<log>.bad``. What is appended is
+is dropped, any other bad line (or a second line of one step) stops the reader with one line
+naming it, and ``repair()`` (``mas library recover``) sets such lines aside in ``<log>.bad``. What is appended is
 redacted (``mas.redact``).
 """
 
@@ -44,7 +44,8 @@ from mas.paths import atomic_write, regular_file
 from mas.redact import redact, redact_data
 from mas.types.evidence import PromotionMove
 from mas.types.refusals import QuarantineItem, RefusedEdit
-from mas.types.review import PendingStep
+from mas.types.replies import Equivalence
+from mas.types.review import PendingEdit, PendingStep
 from mas.types.usage import UsageEvent
 
 if TYPE_CHECKING:
@@ -90,25 +91,42 @@ class StepLog(Generic[Item]):
 
     def __init__(self, path: Path, item: type[Item], library: Path | None = None):
         self.path, self.item, self.library = path, item, library
-        self._keys: set[StepKey] = set()
+        self._keys: dict[StepKey, int] = {}
         self._indexed = Mark()
-        """The keys of the steps read so far, and where that reading stopped: each line is
-        read once for ``has_step`` however many steps append after it."""
+        """The keys of the steps read so far, each with the line that first records it, and where
+        that reading stopped: each line is read once for ``has_step`` (and ``since``) however many
+        steps append after it."""
 
     def steps(self) -> Iterator[tuple[StepKey, list[Item]]]:
+        for _, key, items in self.records():
+            yield key, items
+
+    def records(self) -> Iterator[tuple[int, StepKey, list[Item]]]:
+        """Each step with the number of its line, for messages that name it. A step recorded
+        twice stops the reader (``_once``)."""
+        first: dict[StepKey, int] = {}
         for number, raw, last in self._lines():
             try:
-                yield self._parse(raw)
+                key, items = self._parse(raw)
             except ValueError as e:
                 if last and not raw.endswith(b"\n"):
                     return  # a line cut short by a crash (before its newline); append() drops it
-                raise self._corrupt(number, e) from None
+                raise self._corrupt(number, f"not a step record ({_why(e)})") from None
+            self._once(key, number, first.setdefault(key, number))
+            yield number, key, items
 
-    def _corrupt(self, number: int, e: ValueError) -> CorruptLog:
+    def _once(self, key: StepKey, number: int, first: int) -> None:
+        """Refuse a second line of the step that line ``first`` records: ``append`` records a
+        step once, so a copy came from outside, and its items would count twice (a usage line
+        twice is that step's evidence twice)."""
+        if first != number:
+            step = f"run {key.run!r}, epoch {key.epoch}, step {key.step}"
+            raise self._corrupt(number, f"a second record of {step} (first on line {first})")
+
+    def _corrupt(self, number: int, what: str) -> CorruptLog:
         where = f"library file {self.library}" if self.library else "its library file"
         return CorruptLog(
-            f"{self.path}:{number}: not a step record ({_why(e)}); run `mas library recover` on {where} "
-            "to set the bad lines aside"
+            f"{self.path}:{number}: {what}; run `mas library recover` on {where} to set the bad lines aside"
         )
 
     def items(self) -> Iterator[Item]:
@@ -118,13 +136,21 @@ class StepLog(Generic[Item]):
     def has_step(self, key: StepKey) -> bool:
         """Whether the step is recorded (a check made at every append: the lines read before
         are not read again)."""
+        self._index()
+        return key in self._keys
+
+    def _index(self, until: Mark | None = None) -> None:
+        """Index the keys of the lines after the last one indexed: to the end, or to ``until``."""
         if not self.current(self._indexed):
-            self._keys, self._indexed = set(), Mark()
+            self._keys, self._indexed = {}, Mark()
+        if until is not None and self._indexed.offset >= until.offset:
+            return
         for raw, mark in self._raw_since(self._indexed):
             if (found := self._key(raw)) is not None:
-                self._keys.add(found)
+                self._keys.setdefault(found, mark.line)
             self._indexed = mark
-        return key in self._keys
+            if until is not None and mark.offset >= until.offset:
+                return
 
     def current(self, mark: Mark) -> bool:
         """Whether ``mark`` is a place in this very file: the file was not replaced since
@@ -146,12 +172,19 @@ class StepLog(Generic[Item]):
     def since(self, mark: Mark) -> Iterator[tuple[StepKey, list[Item], Mark]]:
         """The steps recorded after ``mark`` (a mark ``current`` says is still good; ``Mark()``
         for all), each with the mark after it: a reader that keeps the mark reads each line
-        once. A last line cut short by a crash is not read (the mark stays before it)."""
+        once. A last line cut short by a crash is not read (the mark stays before it). A step
+        recorded on a line before, above ``mark`` (the index of ``has_step`` knows those) or
+        below it, stops the reader (``_once``)."""
+        here: dict[StepKey, int] | None = None
         for raw, after in self._raw_since(mark):
             try:
                 key, items = self._parse(raw)
             except ValueError as e:
-                raise self._corrupt(after.line, e) from None
+                raise self._corrupt(after.line, f"not a step record ({_why(e)})") from None
+            if here is None:  # a line below the mark: the keys above it are needed (read once)
+                self._index(until=mark)
+                here = {}
+            self._once(key, after.line, self._keys.get(key) or here.setdefault(key, after.line))
             yield key, items, after
 
     def _raw_since(self, mark: Mark) -> Iterator[tuple[bytes, Mark]]:
@@ -188,9 +221,11 @@ class StepLog(Generic[Item]):
             pass
         try:
             line = json.loads(raw)
-            return StepKey(line["run"], line["epoch"], line["step"]) if isinstance(line, dict) else None
+            key = StepKey(line["run"], line["epoch"], line["step"]) if isinstance(line, dict) else None
         except (ValueError, KeyError, TypeError, RecursionError):
             return None
+        usable = key is not None and isinstance(key.run, str) and all(type(n) is int for n in key[1:])
+        return key if usable else None  # (a list there could not be a key of the index)
 
     def append(self, key: StepKey, items: list[Item]) -> None:
         """Record the step's items once; a step already recorded is left as it is."""
@@ -223,14 +258,19 @@ class StepLog(Generic[Item]):
         return bool(self._sorted()[1])
 
     def _sorted(self) -> tuple[list[bytes], list[bytes]]:
-        """The lines that are step records, and the others."""
-        good, bad = [], []
+        """The lines that are step records, and the others: those that are not, and the second
+        record of a step (``_once``)."""
+        good, bad, seen = [], [], set()
         for _, raw, _ in self._lines():
             try:
-                self._parse(raw)
-                good.append(raw)
+                key = self._parse(raw)[0]
             except ValueError:
+                key = None
+            if key is None or key in seen:
                 bad.append(raw)
+            else:
+                seen.add(key)
+                good.append(raw)
         return good, bad
 
     def _open(self) -> BinaryIO | None:
@@ -344,10 +384,13 @@ class SideFiles:
         return [self.usage, self.quarantine, self.rejected, self.promotions, self.prunings, self.pending]
 
     def check(self) -> None:
-        """Read every log through: a damaged one stops a command before it writes anything."""
+        """Read every log through: a damaged one stops a command before it writes anything (the
+        held edits with the queue's own check, ``held_edits``; the judgements too)."""
         for log in self.logs:
-            for _ in log.steps():
+            for _ in held_edits(log) if log is self.pending else log.steps():
                 pass
+        for _ in judgements(self.equivalence):
+            pass
 
     def owned(self) -> set[Path]:
         """Every file that belongs to the library: no output may replace one of them."""
@@ -359,3 +402,54 @@ class SideFiles:
 
     def _beside(self, suffix: str) -> Path:
         return self.library.with_suffix(suffix)
+
+
+def held_edits(log: StepLog[PendingStep]) -> Iterator[tuple[int, StepKey, PendingStep, PendingEdit]]:
+    """Every held edit of a pending log (``mas.library.pending``), with its line and step. An id
+    names one held edit (decisions and the library's versions refer to it by its id), so an id
+    held again, on a line mended by hand, stops the reader with one line naming it (a step's own
+    line holds each id once: ``PendingStep``)."""
+    first: dict[int, int] = {}
+    for number, key, items in log.records():
+        for step in items:
+            for edit in step.edits:
+                if edit.id in first:
+                    raise UserError(
+                        f"{log.path}:{number}: held edit {edit.id} again (first on line {first[edit.id]}); "
+                        "mend or remove that line"
+                    )
+                first[edit.id] = number
+                yield number, key, step, edit
+
+
+def judgements(path: Path) -> Iterator[tuple[str, Equivalence]]:
+    """The judgements of an equivalence log (``mas.library.similar``), each with its key. The log
+    is a cache: a line that is not JSON (cut short by a crash, or run into by the next append;
+    not UTF-8) is left out, and that pair is judged again. A JSON line that is not a judgement
+    was written by no crash, and stops the reader with one line naming it: a "same" merges and
+    deletes lessons."""
+    try:
+        lines = regular_file(path).read_bytes().splitlines()
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    for number, line in enumerate(lines, 1):
+        try:  # (a line that is not UTF-8 is a ValueError too)
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        yield _judgement(f"{path}:{number}", record)
+
+
+def _judgement(where: str, record: object) -> tuple[str, Equivalence]:
+    """A line's key and verdict, checked (strict: ``"no"`` is no ``same``)."""
+    key = record.get("key") if isinstance(record, dict) else None
+    if not isinstance(key, str):
+        raise UserError(f"{where}: not a judgement (key: not a text); mend or remove that line")
+    try:
+        return key, Equivalence.model_validate(record.get("verdict"), strict=True)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = ".".join(["verdict", *map(str, first["loc"])])
+        raise UserError(f"{where}: not a judgement ({field}: {first['msg']}); mend or remove that line") from None

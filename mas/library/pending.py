@@ -26,7 +26,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from mas.errors import UserError
 from mas.library.edits import apply, parse_items, text_problem
-from mas.library.logs import SideFiles, StepKey
+from mas.library.logs import SideFiles, StepKey, held_edits
 from mas.library.store import LibraryStore
 from mas.paths import regular_file
 from mas.redact import redact_data, secret_in
@@ -87,7 +87,9 @@ def hold(
                             proposals=count)
             )  # fmt: skip
     answers, texts = step_material([group for group, _, _ in learned])
-    step = PendingStep(provenance=provenance, limit=limit, answers=answers, sources=texts, edits=edits)
+    step = PendingStep(
+        provenance=provenance, limit=limit, answers=answers, sources=texts, edits=edits, libraries=list(heads)
+    )
     log.append(key, [step])
     return len(edits)
 
@@ -146,12 +148,28 @@ def queue(store: LibraryStore) -> list[Held]:
         for v in store.versions(name)
         if v.provenance is not None and v.provenance.stage == "review" and v.provenance.pending is not None
     }
-    return [
-        Held(key, step, edit, first.get(edit.id), settled.get(edit.id))
-        for key, items in side.pending.steps()
-        for step in items
-        for edit in step.edits
-    ]
+    found = list(held_edits(side.pending))
+    _check_older_lines(side, store, found)
+    return [Held(key, step, edit, first.get(edit.id), settled.get(edit.id)) for _, key, step, edit in found]
+
+
+def _check_older_lines(side: SideFiles, store: LibraryStore, found: list) -> None:
+    """Refuse a held edit, on a line held before steps kept the libraries they could edit
+    (``PendingStep.libraries``), in a library the team leaves no trace of: not the shared one,
+    none of the library file, and no role the usage log records for that step. Accepting it
+    would make a library no role reads."""
+    older = [(number, key, edit) for number, key, step, edit in found if step.libraries is None]
+    if not older:
+        return
+    known, roles = {GLOBAL, *store.libraries()}, {}
+    for key, events in side.usage.steps():
+        roles.setdefault(key, set()).update(event.role for event in events)
+    for number, key, edit in older:
+        if edit.library not in known and edit.library not in roles.get(key, ()):
+            raise UserError(
+                f"{side.pending.path}:{number}: held edit {edit.id}: library {edit.library!r} is not one the step "
+                "could edit; mend or remove that line"
+            )
 
 
 def changed(held: Held, text: str | None) -> Change:

@@ -30,8 +30,8 @@ from mas.ask import ask
 from mas.config import seed_of
 from mas.errors import EndpointError, ModelReplyError
 from mas.library.edits import text_problem
+from mas.library.logs import judgements
 from mas.meter import Meter
-from mas.paths import regular_file
 from mas.redact import redact_data
 from mas.types.lessons import Lesson
 from mas.types.replies import Equivalence
@@ -85,7 +85,7 @@ class Judge:
         """Whether the model told each canary (a lesson and its negation) apart, in order."""
         self.looked: set[str] = set()
         """Pairs given their second look (``look_again``)."""
-        for key, verdict in self._read():
+        for key, verdict in judgements(path):
             if key == CANARY:
                 self.canaries.append(not verdict.same)
             elif key.startswith(AGAIN):
@@ -248,16 +248,6 @@ class Judge:
         if reply.merged and text_problem(reply.merged):
             reply = reply.model_copy(update={"merged": ""})
         return reply
-
-    def _read(self) -> Iterable[tuple[str, Equivalence]]:
-        if not self.path.exists():
-            return
-        for line in regular_file(self.path).read_bytes().splitlines():
-            try:  # (a line that is not UTF-8 is a ValueError too)
-                record = json.loads(line)
-                yield record["key"], Equivalence.model_validate(record["verdict"])
-            except (ValueError, KeyError, TypeError, RecursionError):
-                continue  # a torn or damaged line: that pair is judged again (the log is a cache)
 
     def _append(self, key: str, a: str, b: str, verdict: Equivalence) -> None:
         line = redact_data({"key": key, "a": a, "b": b, "verdict": verdict.model_dump(mode="json")})

@@ -32,6 +32,7 @@ from mas.errors import UserError
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
+from mas.types.base import INT64
 from mas.types.lessons import GLOBAL, REVIEW_SCHEMA, Budget, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
@@ -88,7 +89,27 @@ def _parse(path: Path, text: str) -> dict:
             json.dumps(data, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise _corrupt(path, "a text holds a lone surrogate (a \\udXXX escape)") from None
+    if _LONG_NUMBER.search(text):
+        try:
+            field = _too_large(data)
+        except RecursionError:
+            raise _corrupt(path, "nested too deep") from None
+        if field is not None:
+            raise _corrupt(path, f"{field}: an integer past 64 bits")
     return data
+
+
+def _too_large(data: Any) -> str | None:
+    """Where in ``data`` an integer lies that the file cannot be written with (orjson stops at
+    64 bits: a file holding one would read, then fail at its next write), or None."""
+    if isinstance(data, int) and not isinstance(data, bool):
+        return "" if not -INT64 - 1 <= data <= INT64 else None
+    inside = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in inside:
+        found = _too_large(value)
+        if found is not None:
+            return f"{key}.{found}" if found else str(key)
+    return None
 
 
 def read_versions(path: Path, text: str) -> list[Version]:
@@ -161,10 +182,13 @@ def broken(version: Version, before: Version | None) -> str | None:
 
 
 MAX_ID = 10**9
+"""The largest ``next_id``, read or written: one past the largest lesson id (9 digits)."""
 _LIBRARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 """A library name: ``global`` or a role's name (an agent's name, so an identifier)."""
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """The JSON escape of a surrogate: paired it is a character, alone it is no text at all."""
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
+"""Nineteen digits in a row: an integer past 64 bits has them (``_too_large`` looks, then)."""
 
 
 class AtomicJSONStorage(Storage):
@@ -187,7 +211,10 @@ class AtomicJSONStorage(Storage):
         return None if text is None else _parse(self.path, text)
 
     def write(self, data: dict) -> None:
-        text = _dumps(data)
+        try:
+            text = _dumps(data)
+        except TypeError as e:  # an integer past 64 bits: ``_parse`` refuses a file holding one
+            raise UserError(f"{self.path}: cannot write ({e})") from None
         backup = regular_file(SideFiles(self.path).backup)  # (a folder there would fail after the write)
         atomic_write(self.path, text)
         atomic_write(backup, text)
@@ -396,9 +423,9 @@ class LibraryStore:
             head = _head(loaded, v.library)
             if v.number != head.number + 1:
                 raise ValueError(f"{v.library}: next version is {head.number + 1}, not {v.number}")
-            problem = broken(v, head if head.number else None)
+            problem = _unwritable(v, head)
             if problem:
-                raise ValueError(f"{self.path}: refusing to write {problem}")
+                raise UserError(f"{self.path}: refusing to write {problem}")
         with self._open() as db:
             db.table(TABLE).insert_multiple(v.model_dump(mode="json") for v in versions)
             written = db.storage.written
@@ -445,6 +472,16 @@ class LibraryStore:
                 raise UserError(f"{self.backup}: cannot read ({e.strerror or e})") from None
             atomic_write(self.path, _dumps(redact_data(data)))
         return len(restored)
+
+
+def _unwritable(version: Version, head: Version) -> str | None:
+    """Why ``version`` may not follow ``head`` in the file (what ``broken`` says a reader would
+    refuse), or None. The same bounds hold for reading and writing, so an edit that needs an id
+    past them (a library whose ``next_id`` is at ``MAX_ID`` has used every id) is refused here:
+    the file that was read stays as it was."""
+    if version.next_id > MAX_ID >= head.next_id:
+        return f"library {version.library!r} version {version.number}: no lesson id left (ids have at most 9 digits)"
+    return broken(version, head if head.number else None)
 
 
 def _redacted(version: Version) -> Version:

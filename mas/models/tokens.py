@@ -26,7 +26,11 @@ import logging
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 from typing import NamedTuple
+
+from mas.errors import UserError
+from mas.paths import regular_file
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 log = logging.getLogger(__name__)
@@ -73,6 +77,8 @@ def tokenizer(spec: str) -> Tokenizer:
         if spec == "model":  # not resolved against a client (``resolve``): a prompt built outside a run
             return _words(spec, "words (fallback: no model named)")
         reason = "unknown tokenizer"
+    except UserError:  # a path that must not be opened at all (``file_problem``): no fallback hides it
+        raise
     except Exception as exc:  # any failure to load: count words, and say so
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
     log.warning("counting tokens as words: %s: %s", spec, reason)
@@ -138,13 +144,42 @@ def _embedded_path() -> str:
     return str(path)
 
 
+def file_problem(spec: str) -> str | None:
+    """Why the file a ``gguf:PATH`` spec names must not be handed to llama.cpp's loader, or None
+    (a missing file is no problem here: counting falls back to words, and says so).
+
+    The spec comes from untrusted files too: a library file records the tokenizer it was trained
+    with, and evaluation loads it. The loader opens whatever path it is given and waits on a pipe
+    or a device for ever, deaf to SIGTERM; so only a regular, non-empty file goes to it (``/proc``
+    files are regular and empty, and some of them block too). A library may still name any GGUF
+    file on this machine: that is how evaluation counts as training did."""
+    if not spec.startswith("gguf:"):
+        return None
+    path, shown = spec[5:], spec if len(spec) <= 160 else f"{spec[:157]}..."
+    if not path:
+        return f"{spec}: names no file"
+    try:
+        size = regular_file(Path(path)).stat().st_size
+    except FileNotFoundError:
+        return None
+    except UserError as e:  # a folder, a pipe or a device
+        return f"{shown}: {str(e).removeprefix(path + ': ')}"
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        return f"{shown}: cannot read ({getattr(e, 'strerror', None) or e})"
+    return None if size else f"{shown}: an empty file, not a GGUF file"
+
+
 def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".gguf")
 
 
 def _gguf(path: str) -> tuple[Callable[[str], int], Callable[[str], list]]:
     """Count with a GGUF file's vocabulary: llama.cpp loads it without the weights (a few MB,
-    a fraction of a second), and asks ``llama_tokenize`` for the length only."""
+    a fraction of a second), and asks ``llama_tokenize`` for the length only. The path is
+    checked again as it is opened (``file_problem``): whatever named it, the loader must not hang."""
+    problem = file_problem(f"gguf:{path}")
+    if problem:
+        raise UserError(problem)
     import llama_cpp
 
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # its loader logs every key at INFO

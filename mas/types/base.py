@@ -6,9 +6,17 @@ Stage: none (shared by every stage): ``Frozen`` (immutable, no unknown fields), 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
+
+INT64 = 2**63 - 1
+"""The largest integer a persisted document holds: a library file is written with orjson, which
+refuses an integer past 64 bits, so a file holding one would read and then fail at its next write."""
+Int64 = Annotated[int, Field(ge=-INT64 - 1, le=INT64)]
+"""An integer that a library file (or what goes into one) may hold."""
 
 
 class Frozen(BaseModel):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
-from mas.types.base import SCHEMA_VERSION, Frozen, Settings
+from mas.models.tokens import file_problem
+from mas.types.base import INT64, SCHEMA_VERSION, Frozen, Int64, Settings
 
 REVIEW_SCHEMA = 2
 """The schema of a library version a review decision made (``mas library review``): its
@@ -50,6 +51,26 @@ class Budget(Settings):
     starts), ``tiktoken:ENCODING``, ``embedded``, ``gguf:PATH``, or ``words`` (words and
     punctuation marks; see ``mas.models.tokens``)."""
 
+    @field_validator("global_tokens", "private_tokens", "inject_tokens")
+    @classmethod
+    def _writable(cls, tokens: int) -> int:
+        """A cap a library file can record (``INT64``; a validator, not a bound of the field: the
+        CLI would show it in every option's help)."""
+        if tokens > INT64:
+            raise ValueError(f"{tokens} is past {INT64}")
+        return tokens
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _a_file_the_loader_can_read(cls, spec: str) -> str:
+        """A library file records the tokenizer it was trained with, and evaluation loads it:
+        a ``gguf:`` path from the file is refused here, when the file is read, unless it names
+        a regular file (``mas.models.tokens.file_problem``)."""
+        problem = file_problem(spec)
+        if problem:
+            raise ValueError(problem)
+        return spec
+
     def cap(self, library: str) -> int:
         return self.global_tokens if library == GLOBAL else self.private_tokens
 
@@ -65,14 +86,14 @@ class Source(Frozen):
     """When it was read (ISO 8601, with the time zone)."""
     library: str
     """The library of that file the lessons were in."""
-    version: int = 0
+    version: Int64 = 0
     """That library's version."""
 
 
 class Provenance(Frozen):
     run: str
-    epoch: int
-    step: int
+    epoch: Int64
+    step: Int64
     task_ids: list[str] = []
     model: str = ""
     stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review"] = "edit"
@@ -86,7 +107,7 @@ class Provenance(Frozen):
     """How the run's held-out tasks were set apart (a test file, or a hash of the task ids)."""
     source: Source | None = Field(None, exclude_if=lambda source: source is None)
     """Where imported lessons came from (stage ``import``); left out of the file otherwise."""
-    pending: int | None = None
+    pending: Int64 | None = None
     """The held edit a review decided (``stage="review"``)."""
     by: str = ""
     """Who decided it."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, FiniteFloat
+from pydantic import Field, FiniteFloat, model_validator
 
-from mas.types.base import SCHEMA_VERSION, Frozen
+from mas.types.base import INT64, SCHEMA_VERSION, Frozen
 from mas.types.lessons import Add, Delete, Modify, Provenance
 
 Change = Annotated[Add | Modify | Delete, Field(discriminator="op")]
@@ -34,7 +34,7 @@ class PendingEdit(Frozen):
     """An edit of a step held for review: the edit, the lesson it changes as it was then, and
     the groups behind it, the likeliest first (the edit call merges a library's operations)."""
 
-    id: int = Field(ge=1)
+    id: int = Field(ge=1, le=INT64)
     """Unique in the library file's queue, never reused."""
     library: str
     edit: Change
@@ -56,13 +56,36 @@ class PendingStep(Frozen):
     answers: list[str] = []
     sources: list[str] = []
     edits: list[PendingEdit] = []
+    libraries: list[str] | None = None
+    """The libraries the step could edit (the shared one and the team's roles'), so that a held
+    edit naming another is refused when the log is read; None in a line held before they were kept."""
+
+    @model_validator(mode="after")
+    def _edits_the_step_could_make(self):
+        """Each held edit once, in a library the step could edit, and a modify or delete of a
+        lesson of that library: accepting an edit of a line mended by hand would otherwise make
+        a library no role reads, or decide one edit twice."""
+        seen: set[int] = set()
+        for held in self.edits:
+            if held.id in seen:
+                raise ValueError(f"held edit {held.id} twice")
+            seen.add(held.id)
+            if self.libraries is not None and held.library not in self.libraries:
+                could = ", ".join(map(repr, self.libraries))
+                raise ValueError(
+                    f"held edit {held.id}: library {held.library!r} is not one the step could edit ({could})"
+                )
+            target = getattr(held.edit, "id", None)
+            if target is not None and target.rpartition("/")[0] != held.library:
+                raise ValueError(f"held edit {held.id}: {held.edit.op} of {target}, not a lesson of {held.library!r}")
+        return self
 
 
 class Decision(Frozen):
     """A reviewer's decision on a held edit; the first decision on an edit is the one that holds."""
 
     schema_version: int = SCHEMA_VERSION
-    id: int = Field(ge=1)
+    id: int = Field(ge=1, le=INT64)
     verdict: Literal["accept", "reject", "edit"]
     by: str
     why: str = ""
