@@ -9,7 +9,7 @@ import tomllib
 from importlib.resources import files
 from pathlib import Path
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from mas.errors import UserError
 from mas.paths import regular_file
@@ -18,9 +18,9 @@ from mas.types.reports import StageCount
 
 
 class Price(Frozen):
-    prompt: float = Field(0.0, ge=0)
+    prompt: float = Field(0.0, ge=0, allow_inf_nan=False)
     """Dollars per million prompt tokens."""
-    completion: float = Field(0.0, ge=0)
+    completion: float = Field(0.0, ge=0, allow_inf_nan=False)
     known: bool = True
     """False when the model was not in the price table (its cost shows as 0)."""
 
@@ -32,22 +32,33 @@ def price_for(model: str, table: Path | None = None) -> Price:
     """The price of ``model`` (a --model spec; ``fake:0.1`` counts as ``fake``) from ``table``
     or the shipped example table."""
     source = regular_file(table) if table else files("mas") / "prices.toml"
+    pairs = {name: _price(source, name, pair) for name, pair in _entries(source).items()}
+    return pairs.get(model.split(":")[0] if model.startswith("fake") else model, Price(known=False))
+
+
+def _entries(source) -> dict:
+    """The ``[prices]`` table of ``source``, by model spec."""
     try:
         entries = tomllib.loads(source.read_text())["prices"]
-        pairs = {name: Price(prompt=p, completion=c) for name, (p, c) in entries.items()}
     except FileNotFoundError:
         raise UserError(f"{source}: no such price file") from None
-    except (
-        tomllib.TOMLDecodeError,
-        AttributeError,
-        KeyError,
-        TypeError,
-        ValueError,
-        ValidationError,
-        RecursionError,
-    ) as exc:
+    except (tomllib.TOMLDecodeError, KeyError, ValueError, RecursionError) as exc:
         raise UserError(f'{source}: expected [prices] with "model" = [prompt, completion] ({exc})') from None
-    return pairs.get(model.split(":")[0] if model.startswith("fake") else model, Price(known=False))
+    if not isinstance(entries, dict):
+        raise UserError(f'{source}: expected [prices] with "model" = [prompt, completion]')
+    return entries
+
+
+def _price(source, name: str, pair: object) -> Price:
+    """One entry of the table. A price that is negative, NaN or infinite is refused by its key:
+    it would make every cost, and the --budget-usd check, meaningless."""
+    try:
+        prompt, completion = pair
+        return Price(prompt=prompt, completion=completion)
+    except (TypeError, ValueError):  # not a pair, or not two prices (ValidationError is a ValueError)
+        raise UserError(
+            f"{source}: price {name!r}: expected [prompt, completion], finite dollars per million tokens, 0 or more"
+        ) from None
 
 
 def stage_costs(calls: dict[str, StageCount], price: Price) -> dict[str, float]:

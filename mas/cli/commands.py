@@ -85,7 +85,7 @@ def train_command(
     from mas.cli.summary import count, failed_line, near, refused_line, starting_line
     from mas.library.store import LibraryStore
     from mas.models.wrappers import Counted
-    from mas.train import train
+    from mas.train import check_run, train, with_tokenizer
 
     spec = source.load(test_file=test_file, say=_note, trust=run.trust)
     config = settings(
@@ -105,11 +105,15 @@ def train_command(
     runs.expect(run_dir, "train")  # a study's folder is refused before a line says anything
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
     tracked = training(run.track, spec.name, run_dir, steps_per_epoch=steps // config.epochs, roles=spec.role_names)
-    _tell(starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps))
+    starting = starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps)
 
     async def main():
         async with run.open(clients) as (client, learner), run.rollouts(clients, spec, config) as executor:
             counted = Counted(client)
+            # The model is known once its client is open; a resume with other settings is refused by
+            # train's own check, run here first: a refusal is then the only line the command prints.
+            check_run(run_dir, spec, with_tokenizer(config, counted), clients.label, store.path)
+            _tell(starting)
             rollouts = config.epochs * len(spec.tasks[: config.tasks]) * config.group_size
             with bars(err, show=wanted(err), client=executor or counted) as bar:  # Ray's: every worker's calls
                 job = bar.add_task("training", total=rollouts, unit="rollouts")

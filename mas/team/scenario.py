@@ -310,7 +310,9 @@ def load_role(name: str, *, source: Path | None = None, local: Path | None = Non
 
 
 def _first(candidates: Iterable[Path]) -> Path | None:
-    return next((c for c in candidates if c.is_file()), None)
+    """The first candidate that exists. One that exists but is not a regular file (a folder, a
+    FIFO) is refused, naming it: skipping it would silently use the next, the shipped file."""
+    return next((paths.regular_file(c) for c in candidates if c.exists()), None)
 
 
 def _toml(path: Path) -> dict:
