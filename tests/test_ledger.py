@@ -86,6 +86,30 @@ def test_what_the_ledger_handed_out_does_not_change_when_it_reads_on(tmp_path):
     assert after == before
 
 
+def held(tallies: dict) -> dict:
+    """What a reader holds of ``tallies``, copied to the last list."""
+    return {k: ({t: list(x) for t, x in v.per_task.items()}, v.contrasts, list(v.wealth)) for k, v in tallies.items()}
+
+
+def test_a_step_counted_ahead_agrees_with_it_recorded_and_changes_nothing_kept(tmp_path):
+    """``ahead``: the evidence with a step's events not yet recorded is what it will be once
+    they are, and what the ledger holds (and handed out before) does not move."""
+    log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
+    ledger, rng = Ledger(log), random.Random(4)
+    twins = {"solver/0002": "solver/0002", "solver/0003": "solver/0002"}
+    for step in range(3):
+        log.append(StepKey("r", 0, step), step_events(step, rng))
+    kept = ledger.contrasts(classes=twins)
+    before = held(kept)
+    coming = step_events(3, rng)
+    ahead = ledger.ahead(coming, classes=twins)
+    assert held(kept) == before
+    assert same(ledger.contrasts(classes=twins), kept)
+    log.append(StepKey("r", 0, 3), coming)
+    assert ahead == ledger.estimate(classes=twins) == evidence.estimate(log, classes=twins)
+    assert ahead != evidence.estimate(list(log.items())[: -len(coming)], classes=twins)
+
+
 def test_each_line_is_read_once_however_the_evidence_is_counted(tmp_path, monkeypatch):
     log = StepLog(tmp_path / "lib.usage.jsonl", UsageEvent)
     ledger, rng = Ledger(log), random.Random(3)

@@ -33,8 +33,8 @@ MODIFY = r"^- modify \[(\S+)\] to: (.+?)(?: \(why: .*\))?$"
 
 
 class World:
-    def __init__(self, op: str = "delete"):
-        self.groups, self.op = 0, op
+    def __init__(self, op: str = "delete", after: int = 12):
+        self.groups, self.op, self.after = 0, op, after
         self.solver_saw: dict[int, list[str]] = {}
 
     def respond(self, request: Request) -> str:
@@ -54,29 +54,32 @@ class World:
             return {"roles": [], "outcome": "scripted"}
         if schema == "Advantage":
             self.groups += 1
-            ids = sorted(set(re.findall(r"\b(solver/\d{4})\b", body))) if self.groups > 12 else []
+            ids = sorted(set(re.findall(r"\b(solver/\d{4})\b", body))) if self.groups > self.after else []
             ops = [{"op": self.op, "id": i, "reason": "the losers followed it"} for i in ids]
             if self.op == "modify":  # new words for each
                 ops = [op | {"text": REWORDED[op["id"]]} for op in ops if op["id"] in REWORDED]
             return {"comparison": "scripted", "lessons": "scripted", "deciding_roles": ["solver"], "operations": ops}
         if schema == "EditBatch":
-            edits = [{"op": "delete", "id": i} for i in re.findall(r"^- delete \[(\S+)\]", body, re.M)]
+            edits = [{"op": "delete", "id": i} for i in dict.fromkeys(re.findall(r"^- delete \[(\S+)\]", body, re.M))]
             edits += [{"op": "modify", "id": i, "text": t} for i, t in re.findall(MODIFY, body, re.M)]
             return {"edits": edits or [{"op": "keep"}]}
         return {"reason": "scripted", "same": False, "merged": ""}
 
 
-def run(tmp_path, overrule: bool, op: str = "delete") -> tuple[dict[str, str], list[dict]]:
+def run(
+    tmp_path, overrule: bool, op: str = "delete", *, after: int = 12, batch_size: int = 4
+) -> tuple[dict[str, str], list[dict]]:
     roles = [load_role(r) for r in ("planner", "solver", "verifier")]
     tasks = [Task(id=f"t{i:02d}", question=f"Report the number {i + 10}.", answer=str(i + 10)) for i in range(16)]
     scenario = Scenario("overrule", roles, tasks, "numeric", test_tasks=[])
     store = LibraryStore(tmp_path / "lib.json")
     lessons = [Lesson(id="solver/0001", text=HELPS), Lesson(id="solver/0002", text=NOTHING)]
     store.commit([Version(library="solver", number=1, next_id=3, lessons=lessons)])
-    config = TrainConfig(epochs=2, seed=3, group_size=6, promotion=PromotionPolicy(overrule=overrule))
-    world = World(op)
+    policy = PromotionPolicy(overrule=overrule)
+    config = TrainConfig(epochs=2, seed=3, group_size=6, batch_size=batch_size, promotion=policy)
+    world = World(op, after)
     asyncio.run(train(scenario, client=FakeClient(world.respond), store=store, run_dir=tmp_path / "run", config=config))
-    assert world.groups > 12  # the edits were asked for
+    assert world.groups > after  # the edits were asked for
     refused = [json.loads(line) for line in (tmp_path / "lib.rejected.jsonl").read_text().splitlines() if line]
     return gone(store), refused
 
@@ -104,6 +107,17 @@ def test_with_overrule_off_the_model_deletes_what_it_likes(tmp_path):
     removed, refused = run(tmp_path, overrule=False)
     assert removed.get(HELPS) == "edit"
     assert not any("overrule" in json.dumps(r) for r in refused)
+
+
+def test_the_delete_asked_for_in_a_lessons_first_step_meets_that_steps_evidence(tmp_path):
+    """All 16 tasks in one step, and the model asks to delete from its first group on: the
+    step's own rollouts randomized the lessons, so their contrasts refuse the delete of the
+    one that helps, though no step before has measured it."""
+    removed, refused = run(tmp_path, overrule=True, after=0, batch_size=16)
+    assert HELPS not in removed
+    assert removed.get(NOTHING) == "edit"
+    first = [r for r in refused if r["epoch"] == 0 and "overrule" in json.dumps(r)]
+    assert first and all("solver/0001" in json.dumps(r) for r in first)
 
 
 def test_a_modify_that_changes_the_words_of_a_lesson_shown_to_help_is_refused(tmp_path):

@@ -5,9 +5,12 @@ Stage: record usage and evidence (every decision of a step after its edits reads
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from mas.library.evidence import Fold, Key, Randomized, Tally, effects, groups_of
 from mas.library.logs import Mark, StepLog
 from mas.types.evidence import Effect
+from mas.types.usage import UsageEvent
 
 
 class Ledger:
@@ -50,21 +53,40 @@ class Ledger:
         self, lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None
     ) -> dict[Key, Tally]:
         """``evidence.contrasts(log, lineage, classes)`` from the kept groups."""
+        return self._fold(lineage or {}, classes or {}).tallies()
+
+    def _fold(self, lineage: dict[str, str], classes: dict[str, str]) -> Fold:
+        """The fold of this way of counting, with every group of the log."""
         groups = self.groups()
-        lineage, classes = lineage or {}, classes or {}
         key = (frozenset(lineage.items()), frozenset(classes.items()))
         fold = self._folds.pop(key, None) or Fold(lineage, classes)
         self._folds[key] = fold  # the most recent last
         while len(self._folds) > self.KEEP:
             del self._folds[next(iter(self._folds))]
         fold.add(groups[fold.count :])
-        return fold.tallies()
+        return fold
 
     def estimate(
         self, *, lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None
     ) -> dict[Key, Effect]:
         """``evidence.estimate(log, ...)`` from the kept groups."""
         return effects(self.contrasts(lineage, classes), classes)
+
+    def ahead(
+        self,
+        step: Iterable[UsageEvent],
+        *,
+        lineage: dict[str, str] | None = None,
+        classes: dict[str, str] | None = None,
+    ) -> dict[Key, Effect]:
+        """The effects as ``estimate`` will give them once ``step``'s events are recorded,
+        recording nothing: a step's edits are judged with the groups of the step's own
+        rollouts, which randomized the lessons the edits would retire."""
+        kept = self._fold(lineage or {}, classes or {})
+        fold = Fold(kept.lineage, kept.classes)
+        fold.by_unit, fold.count = dict(kept.by_unit), kept.count  # a tally is copied before it changes
+        fold.add(groups_of(step))
+        return effects(fold.tallies(), classes)
 
     def windows(
         self, *, lineage: dict[str, str] | None = None, classes: dict[str, str] | None = None

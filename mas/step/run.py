@@ -4,19 +4,20 @@ Stage: every stage, in order (the step itself).
 
     rollout -> reward -> filter            (``rollout.py``, per task, concurrently)
     -> summarize -> advantage              (``learn.py``, per kept group)
-    -> route -> screen -> edit -> apply    (``edit.py``, per library)
     -> usage events                        (``usage.py``)
+    -> route -> screen -> edit -> apply    (``edit.py``, per library)
     -> evidence: record, judge new pairs, prune, budgets, promotion   (``mas.library.hierarchy``)
 
 The step reads the evidence once as it starts (``hierarchy.snapshot``: what exposure plans
-with) and returns its report; ``mas.train`` orders the steps into epochs, keeps the budget
-and resumes.
+with), adds its own groups to it for its edits (the overrule: ``_with_step``) and returns its
+report; ``mas.train`` orders the steps into epochs, keeps the budget and resumes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from autogen_core.models import ChatCompletionClient
 
@@ -41,6 +42,7 @@ from mas.types.replies import Advantage, Summary
 from mas.types.reports import EndpointCounts, StepReport
 from mas.types.rollouts import Group
 from mas.types.tasks import Task
+from mas.types.usage import UsageEvent
 
 
 async def run_step(
@@ -83,7 +85,8 @@ async def run_step(
     learned = await asyncio.gather(*(learn(task) for task in batch))
     groups = [group for group, _, _ in learned]
     advantages = [adv for _, _, adv in learned if adv is not None]
-    versions, quarantined = await edit_all(ctx, groups, advantages)
+    events = [e for group, summaries, _ in learned for e in usage_events(ctx, group, summaries)]
+    versions, quarantined = await edit_all(_with_step(ctx, store, known, events), groups, advantages)
     held = 0
     if config.review:
         held = pending.hold(
@@ -91,7 +94,6 @@ async def run_step(
         )
     elif not store.has_provenance(provenance.run, provenance.epoch, provenance.step):
         store.commit([v for v in versions if v.edits])
-    events = [e for group, summaries, _ in learned for e in usage_events(ctx, group, summaries)]
     hierarchy.record(
         store, provenance, usage=events, quarantined=quarantined, refused=_refusals(versions, ctx.refused)
     )  # fmt: skip
@@ -186,3 +188,13 @@ def _role_spend(groups: list[Group], roles: list[str], price: Price) -> dict:
         tokens[trace.role] += trace.tokens
         cost[trace.role] += sum(price.of(t.prompt_tokens, t.completion_tokens) for t in trace.turns)
     return {"role_tokens": tokens, "role_cost_usd": cost}
+
+
+def _with_step(ctx: Context, store: LibraryStore, known: hierarchy.Snapshot, events: list[UsageEvent]) -> Context:
+    """``ctx`` whose evidence counts the step's own groups too: the model proposes a delete from
+    the step's rollouts, which also randomized the lesson, so a lesson shown for the first time
+    in this step is not retired on the model's reading of them while its contrasts are left
+    out. (A step resumed after its usage was recorded has it in ``known`` already.)"""
+    if store.side.usage.has_step(hierarchy.step_key(ctx.provenance)):
+        return ctx
+    return replace(ctx, effects=store.side.evidence.ahead(events, lineage=known.lineage, classes=known.classes))
