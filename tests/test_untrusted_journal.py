@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mas.cli.main import main
+from tests.test_integrity import cli as run_cli
 
 TRAIN = ["train", "maths", "--model", "fake", "--tasks", "4", "--epochs", "2", "--group-size", "3"]
 EVAL = ["eval", "maths", "--model", "fake", "--tasks", "2", "--k", "2"]
@@ -27,13 +28,8 @@ EVAL = ["eval", "maths", "--model", "fake", "--tasks", "2", "--k", "2"]
 
 def cli(*args, capsys, monkeypatch) -> tuple[int, str]:
     """``mas ARGS`` in this process: exit code and stderr."""
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else 1
-    return code, capsys.readouterr().err
+    code, _, err = run_cli(*args, capsys=capsys, monkeypatch=monkeypatch)
+    return code, err
 
 
 def snapshot(folder: Path) -> dict:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from mas.cli.main import main
 from mas.config import TrainConfig
 from mas.errors import UserError
 from mas.library import pending
@@ -30,6 +29,7 @@ from mas.train import train
 from mas.types.lessons import Add, Budget, Lesson, Provenance, Version
 from mas.types.review import PendingEdit, PendingStep
 from mas.types.usage import UsageEvent
+from tests.test_untrusted_journal import cli
 
 TEXT = "When a result comes back, compare it with a rough estimate first."
 
@@ -38,17 +38,6 @@ def one_line(error: Exception, *names: str) -> str:
     message = str(error)
     assert "\n" not in message and all(name in message for name in names), message
     return message
-
-
-def cli(*args, capsys, monkeypatch) -> tuple[int, str]:
-    """``mas ARGS`` in this process: the exit code and stderr."""
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else 1
-    return code, capsys.readouterr().err
 
 
 def library(path: Path, **provenance) -> LibraryStore:
