@@ -6,27 +6,14 @@ the file, key or option, exit code 2, and nothing printed on stdout or written."
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
 from mas import paths
-from mas.cli.main import main
 from mas.cost import price_for
 from mas.errors import UserError
 from mas.team.scenario import load_scenario
-
-
-def run(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    """``mas ARGS`` in this process: its exit code (0 when it returns), stdout and stderr."""
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as done:
-        code = done.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.test_integrity import cli
 
 
 def snapshot(*folders) -> dict:
@@ -36,7 +23,7 @@ def snapshot(*folders) -> dict:
 def refused(args, message, tmp_path, capsys, monkeypatch) -> None:
     """One line on stderr holding ``message``, nothing on stdout, exit 2, nothing written."""
     before = snapshot(tmp_path, paths.home())
-    code, out, err = run(args, capsys, monkeypatch)
+    code, out, err = cli(*args, capsys=capsys, monkeypatch=monkeypatch)
     assert code == 2, err
     assert out == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
@@ -104,10 +91,12 @@ def test_an_unknown_model_is_refused_before_the_run_says_what_it_starts_from(tmp
 
 def test_a_resume_with_other_settings_is_refused_before_the_run_says_it_resumes(tmp_path, capsys, monkeypatch):
     args = ["train", "maths", "--model", "fake", "--library", tmp_path / "lib.json", "--run-dir", tmp_path / "run"]
-    code, out, err = run([*args, "--tasks", "2"], capsys, monkeypatch)
+    code, out, err = cli(*args, "--tasks", "2", capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0, err
     assert out.startswith("starting ")
     refused([*args, "--tasks", "3"], "this run was started with other settings (tasks)", tmp_path, capsys, monkeypatch)
-    code, out, err = run([*args, "--tasks", "2"], capsys, monkeypatch)  # the same settings still resume
+    code, out, err = cli(
+        *args, "--tasks", "2", capsys=capsys, monkeypatch=monkeypatch
+    )  # the same settings still resume
     assert code == 0, err
     assert out.startswith(f"resuming {tmp_path / 'run'} (1 of 1 steps done) with ")
