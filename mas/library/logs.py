@@ -24,8 +24,8 @@ The six step logs are append-only, one JSON line per training step (``{"run", "e
 "items": [...]}``), so a crash can never leave a step half recorded and a resumed step is
 never recorded twice. They are read back as untrusted input: a last line cut short by a crash
 is dropped, any other bad line (or a second line of one step) stops the reader with one line
-naming it, and ``repair()`` (``mas library recover``) sets such lines aside in ``<log>.bad``. What is appended is
-redacted (``mas.redact``).
+naming it, and ``repair()`` (``mas library recover``) sets such lines aside in
+``<log>.bad``. What is appended is redacted (``mas.redact``).
 """
 
 from __future__ import annotations
