@@ -1,6 +1,7 @@
 """The randomized evidence of a usage log, kept between reads (``Ledger``).
 
-Stage: record usage and evidence (every decision of a step after its edits reads it).
+Stage: record usage and evidence (every decision of a step after its rollouts reads it; its
+edits with the step's own groups counted ahead).
 """
 
 from __future__ import annotations

@@ -86,7 +86,8 @@ async def run_step(
     groups = [group for group, _, _ in learned]
     advantages = [adv for _, _, adv in learned if adv is not None]
     events = [e for group, summaries, _ in learned for e in usage_events(ctx, group, summaries)]
-    versions, quarantined = await edit_all(_with_step(ctx, store, known, events), groups, advantages)
+    ctx = _with_step(ctx, store, known, events)  # from here on, one context: what the edits refused is in it
+    versions, quarantined = await edit_all(ctx, groups, advantages)
     held = 0
     if config.review:
         held = pending.hold(
