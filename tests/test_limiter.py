@@ -223,3 +223,17 @@ async def test_a_retry_inside_a_fixed_limit_keeps_the_outer_limits_place():
     await asyncio.sleep(0.01)
     await asyncio.wait_for(asyncio.gather(first, client.create([SystemMessage(content="b")])), 5)
     assert order == ["a retries", "a", "b"]
+
+
+def test_a_long_pause_between_round_trips_does_not_overflow_the_floor():
+    """A process stopped for minutes (or replies of microseconds) makes millions of round trips
+    of drift between two judgements of the latency: the floor stops at the median, it does not
+    overflow (it did, and the call that returned raised OverflowError)."""
+    clock = Clock()
+    limit = AdaptiveLimit(clock=clock)
+    for pause in (0.0, 400.0):
+        clock.now += pause
+        for _ in range(64):
+            assert limit.try_acquire()
+            limit.release(0.0001)
+    assert limit.limit >= 1

@@ -51,6 +51,8 @@ from autogen_core.models import ChatCompletionClient, CreateResult
 from mas.models.wrappers import QUEUED, Delegating
 
 START, GAIN, MOST, PROBE, PROBE_MAX, GROWTH, TOLERANCE, WINDOW = 2, 2, 512, 50, 5000, 1.5, 2.0, 64
+DRIFT_TRIPS = 10_000
+"""The most round trips of drift counted at once (1.002 ** 10,000 is 4.8e8, past any median)."""
 
 
 class AdaptiveLimit:
@@ -181,7 +183,10 @@ class AdaptiveLimit:
             median = statistics.median(self._samples)
             self._samples.clear()
             trips = (now - self._judged_at) / median if math.isfinite(self._best) else 0.0
-            self._best = min(self._best * 1.002**trips, median)  # the floor drifts up 0.2% a round trip
+            # The floor drifts up 0.2% a round trip, to the median at most. After a pause (the
+            # process stopped, the machine asleep), or with replies of microseconds, the trips are
+            # millions, and 1.002 to their power would overflow a float.
+            self._best = min(self._best * 1.002 ** min(trips, DRIFT_TRIPS), median)
             self._judged_at = now
             self._holding = median <= GROWTH * self._best
             self._queueing = median > self.tolerance * self._best
