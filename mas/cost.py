@@ -18,9 +18,9 @@ from mas.types.reports import StageCount
 
 
 class Price(Frozen):
-    prompt: float = Field(0.0, ge=0, allow_inf_nan=False)
-    """Dollars per million prompt tokens."""
-    completion: float = Field(0.0, ge=0, allow_inf_nan=False)
+    prompt: float = Field(0.0, ge=0, allow_inf_nan=False, strict=True)
+    """Dollars per million prompt tokens (a number: ``"2"`` or ``true`` in a price file is refused)."""
+    completion: float = Field(0.0, ge=0, allow_inf_nan=False, strict=True)
     known: bool = True
     """False when the model was not in the price table (its cost shows as 0)."""
 

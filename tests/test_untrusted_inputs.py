@@ -30,7 +30,7 @@ def refused(args, message, tmp_path, capsys, monkeypatch) -> None:
     assert snapshot(tmp_path, paths.home()) == before
 
 
-BAD_PRICES = ["[nan, 1.0]", "[-1.0, -1.0]", "[inf, inf]", "[1e400, 1.0]", "[1.0]", "3"]
+BAD_PRICES = ["[nan, 1.0]", "[-1.0, -1.0]", "[inf, inf]", "[1e400, 1.0]", "[1.0]", "3", "[true, 2.0]", '["2", 1.0]']
 
 
 @pytest.mark.parametrize("pair", BAD_PRICES)
