@@ -29,6 +29,7 @@ from mas.train import train
 from mas.types.lessons import Add, Budget, Lesson, Provenance, Version
 from mas.types.review import PendingEdit, PendingStep
 from mas.types.usage import UsageEvent
+from tests.test_integrity import cli as run_cli
 from tests.test_untrusted_journal import cli
 
 TEXT = "When a result comes back, compare it with a rough estimate first."
@@ -306,3 +307,21 @@ def test_held_edits_as_a_step_holds_them_are_accepted(tmp_path, capsys, monkeypa
     code, err = cli("library", "review", lib, "--accept", "2", "--by", "me", capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0, err
     assert [lesson.text for lesson in LibraryStore(lib).head("solver").lessons] == [f"{TEXT} (2)"]
+
+
+# -- 7. a lesson no edit could have written ------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["word " * 200_000, "Be."], ids=["a megabyte", "three characters"])
+def test_a_lesson_of_a_length_no_edit_allows_is_quarantined_by_its_length(tmp_path, capsys, monkeypatch, text):
+    """A megabyte typed into a library file took the screen's rule layers a minute to read on
+    every ``mas library show``, and then passed; a lesson is what an edit or an import allows."""
+    store = library(tmp_path / "lib.json")
+    edited(store.path, lambda v: v["lessons"].append({"id": "solver/0002", "text": text}) or v.update(next_id=3))
+    code, out, err = run_cli("library", "show", store.path, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert TEXT in out and text.strip() not in out and "1 lesson quarantined" in out + err
+    code, out, err = run_cli("library", "show", store.path, "--quarantine", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0 and "solver/0002" in out + err and "lesson too" in out + err, err
+    assert len(out + err) < 2_000  # a refused megabyte is shown by its start and its length
+    assert [lesson.text for lesson in LibraryStore(store.path).head("solver").lessons] == [TEXT]

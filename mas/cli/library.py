@@ -194,7 +194,7 @@ def _print_quarantine(store: LibraryStore, role: str | None) -> None:
     if not rows and not held:
         say(f"nothing quarantined in {log.path} or {store.path}")
     for key, item in rows:
-        say(f"[{item.library}] {item.text}")
+        say(f"[{item.library}] {_cut(item.text)}")
         if item.stage == "import" and item.source is not None:
             where = f"not imported from {item.source.file} ({_source(item.source)})"
         elif item.stage == "load":
@@ -203,9 +203,16 @@ def _print_quarantine(store: LibraryStore, role: str | None) -> None:
             where = f"run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage"
         say(f"  refused: {item.reason} ({where})")
     for name, lesson, why in held:
-        say(f"[{name}] [{lesson.id}] {lesson.text}")
+        say(f"[{name}] [{lesson.id}] {_cut(lesson.text)}")
         say(f"  refused: {why} (in the library file, in no prompt; the next training run, promotion, rollback or "
             "import takes it out)")  # fmt: skip
+
+
+def _cut(text: str) -> str:
+    """``text``, or its start when it is longer than any lesson may be (a refused one may be)."""
+    from mas.library.edits import MAX_CHARS
+
+    return text if len(text) <= MAX_CHARS else f"{text[:MAX_CHARS]}... ({len(text)} characters)"
 
 
 def _held(store: LibraryStore) -> dict:

@@ -48,7 +48,17 @@ _read: set[Path] = set()
 
 
 def refusals(texts: list[str]) -> dict[str, str]:
-    """The texts of ``texts`` that may not reach a prompt, each with the screen's reason."""
+    """The texts of ``texts`` that may not reach a prompt, each with the screen's reason. A text
+    too long or too short for any lesson (``text_problem``: what an edit, an import or a review
+    refuses) is refused by its length before the screen reads it: the rule layers take about a
+    minute over a megabyte."""
+    from mas.library.edits import text_problem
+
+    sized = {text: problem for text in texts if (problem := text_problem(text))}
+    return sized | _screened([text for text in texts if text not in sized])
+
+
+def _screened(texts: list[str]) -> dict[str, str]:
     digests = {text: _digest(text) for text in texts}
     if any(d not in _known for d in digests.values()):
         _recall()
