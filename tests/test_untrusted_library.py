@@ -26,7 +26,7 @@ from mas.library.similar import Judge
 from mas.library.store import MAX_ID, LibraryStore
 from mas.models.fake import FakeClient
 from mas.train import train
-from mas.types.lessons import Add, Budget, Lesson, Provenance, Version
+from mas.types.lessons import Add, Budget, Lesson, Modify, Provenance, Version
 from mas.types.review import PendingEdit, PendingStep
 from mas.types.usage import UsageEvent
 from tests.test_integrity import cli as run_cli
@@ -190,12 +190,37 @@ def test_a_library_that_used_every_id_reads_and_refuses_an_add_in_one_line(tmp_p
     head = store.head("solver")
     assert head.next_id == MAX_ID
     before = store.path.read_bytes()
-    version, _ = apply(head, [Add(op="add", text="When a unit is missing, ask for it before answering.")])
+    version = head.model_copy(update={"number": 2, "next_id": MAX_ID + 1})  # made by hand, not by ``apply``
     with pytest.raises(UserError) as refused:
         store.commit([version])
     one_line(refused.value, str(store.path), "solver", "no lesson id left")
     assert store.path.read_bytes() == before
     assert store.rollback("solver", 0).next_id == MAX_ID  # what needs no new id is written
+
+
+def test_an_edit_that_needs_an_id_when_none_is_left_is_refused_as_it_is_made(tmp_path):
+    head = library(tmp_path / "lib.json").head("solver").model_copy(update={"next_id": MAX_ID})
+    add = Add(op="add", text="When a unit is missing, ask for it before answering.")
+    reword = Modify(op="modify", id="solver/0001", text="Compare a result with a rough estimate before using it.")
+    recase = Modify(op="modify", id="solver/0001", text=TEXT.upper())
+    version, rejected = apply(head, [add, reword, recase])
+    assert [r.reason for r in rejected] == ["no lesson id left in library 'solver' (ids have at most 9 digits)"] * 2
+    assert [lesson.text for lesson in version.lessons] == [TEXT.upper()] and version.next_id == MAX_ID
+
+
+def test_training_a_library_that_used_every_id_runs_and_refuses_its_adds(tmp_path, capsys, monkeypatch):
+    """The add was refused only as the step's versions were written, after the run's folder and
+    its first records: the run stopped half made."""
+    store = library(tmp_path / "lib.json")
+    edited(store.path, lambda v: v.update(next_id=MAX_ID))
+    run = tmp_path / "run"
+    args = ["train", "maths", "--model", "fake", "--tasks", "2", "--library", store.path, "--run-dir", run]
+    code, _, err = run_cli(*args, capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    head = LibraryStore(store.path).head("solver")
+    assert head.next_id == MAX_ID and [lesson.text for lesson in head.lessons] == [TEXT]
+    code, out, err = run_cli("library", "show", store.path, "--rejected", capsys=capsys, monkeypatch=monkeypatch)
+    assert "no lesson id left in library 'solver' (ids have at most 9 digits)" in out + err, out + err
 
 
 # -- 5. a step recorded twice --------------------------------------------------------------------

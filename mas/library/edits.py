@@ -60,6 +60,10 @@ def parse_edits(items: list) -> tuple[list[Edit], list[Rejected]]:
     return parse_items(items, _edit)
 
 
+MAX_ID = 10**9
+"""The largest ``next_id``, read or written: one past the largest lesson id (9 digits)."""
+
+
 def lesson_id(library: str, number: int) -> str:
     return f"{library}/{number:04d}"
 
@@ -87,6 +91,7 @@ def apply(
 
     ``limit`` caps the number of lessons: an add past it is refused (delete or modify first).
     ``shared``: lessons the role already gets from the global library; copies are refused.
+    An edit that needs a new id when the library has used every id (``MAX_ID``) is refused.
     A modify that changes the words writes them under the library's next id, in the old
     lesson's place: an id names one text, so the evidence gathered by showing the old words
     is never read as evidence for the new ones (a modify of case, spacing or the final full
@@ -103,6 +108,8 @@ def apply(
         reason = _refusal(edit, lessons, shared)
         if not reason and isinstance(edit, Add) and limit is not None and len(lessons) >= limit:
             reason = f"library is full ({limit} lessons): modify or delete instead"
+        if not reason and next_id >= MAX_ID and _needs_id(edit, lessons):
+            reason = f"no lesson id left in library {version.library!r} (ids have at most 9 digits)"
         if reason:
             rejected.append(Rejected(edit=edit.model_dump(mode="json"), reason=reason))
             continue
@@ -130,6 +137,10 @@ def apply(
         provenance=provenance,
     )
     return new_version, rejected
+
+
+def _needs_id(edit: Edit, lessons: dict[str, Lesson]) -> bool:
+    return isinstance(edit, Add) or (isinstance(edit, Modify) and rewords(edit, lessons[edit.id].text))
 
 
 _ORDER = {Delete: 0, Modify: 1, Add: 2, Keep: 3}

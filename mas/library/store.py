@@ -29,6 +29,7 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 from mas.errors import UserError
+from mas.library.edits import MAX_ID
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
@@ -181,8 +182,6 @@ def broken(version: Version, before: Version | None) -> str | None:
     return None
 
 
-MAX_ID = 10**9
-"""The largest ``next_id``, read or written: one past the largest lesson id (9 digits)."""
 _LIBRARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 """A library name: ``global`` or a role's name (an agent's name, so an identifier)."""
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -478,7 +477,8 @@ def _unwritable(version: Version, head: Version) -> str | None:
     """Why ``version`` may not follow ``head`` in the file (what ``broken`` says a reader would
     refuse), or None. The same bounds hold for reading and writing, so an edit that needs an id
     past them (a library whose ``next_id`` is at ``MAX_ID`` has used every id) is refused here:
-    the file that was read stays as it was."""
+    the file that was read stays as it was. (``edits.apply`` refuses such an edit as it is made;
+    this holds for every other way a version is made.)"""
     if version.next_id > MAX_ID >= head.next_id:
         return f"library {version.library!r} version {version.number}: no lesson id left (ids have at most 9 digits)"
     return broken(version, head if head.number else None)
