@@ -204,6 +204,19 @@ def test_the_e_value_is_the_bettors_mean_wealth_at_its_peak():
     assert again.e_now == pytest.approx(sum((1 + b) * (1 - b) for b in evidence.BETS) / len(evidence.BETS))
 
 
+def test_evidence_past_the_largest_float_is_read_and_decides():
+    """A library's usage log carries its evidence from run to run: 1,300 groups of a lesson that
+    always wins took the e-value past the largest float, and every read of it raised."""
+    won = evidence.Tally()
+    for i in range(3000):
+        won.add(f"t{i}", 0.25, 0.25, contrast=1.0)
+    e = evidence.effect_of("solver", "solver/0001", won)
+    assert math.isfinite(e.e_value) and e.e_value == e.e_now > 1e290
+    assert promotion.helps(e, PromotionPolicy(), now=True) and e.model_dump_json()
+    won.add("t", 0.25, -0.25, contrast=-1.0)  # one loss still moves where it stands, as a log
+    assert max(won.wealth) > 690 and evidence.effect_of("solver", "solver/0001", won).e_now > 1e290
+
+
 def null_run(rng, *, groups=60, adaptive=False):
     """A lesson that does nothing, shown to part of each group of five (``adaptive``: to one or
     four rollouts when the e-value so far is high, as a design reacting to its data might;

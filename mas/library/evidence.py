@@ -114,11 +114,21 @@ class Tally:
 
     @property
     def e_value(self) -> float:
-        return math.exp(self.peak)
+        return _exp(self.peak)
 
     @property
     def e_now(self) -> float:
-        return math.exp(_log_mean_exp(self.wealth))
+        return _exp(_log_mean_exp(self.wealth))
+
+
+LOG_E_MAX = 690.0
+"""The log of the largest e-value reported (about 1e299): the wealth itself is kept as a log
+and grows on, but a float holds no more (1,300 groups of a lesson that always wins overflowed
+it, and the usage log of a library carries its evidence from run to run)."""
+
+
+def _exp(log: float) -> float:
+    return math.exp(min(log, LOG_E_MAX))
 
 
 def _log_mean_exp(logs: list[float]) -> float:
