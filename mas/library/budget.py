@@ -27,7 +27,8 @@ def retirements(version: Version, *, cap: int, strength: Callable[[str], float],
     costs = {l.id: count(l.text) for l in version.lessons}
     total = sum(costs.values())
     edits = []
-    for lesson in sorted(version.lessons, key=lambda l: (strength(l.id), l.id)):
+    # Older first by number: past solver/9999 an id's text sorts solver/10000 before solver/9999.
+    for lesson in sorted(version.lessons, key=lambda l: (strength(l.id), len(l.id), l.id)):
         if total <= cap:
             break
         edits.append(Delete(op="delete", id=lesson.id))

@@ -76,7 +76,8 @@ def strip_lesson_ids(text: str, libraries: list[str]) -> str:
     'ANSWER: Paris '
     """
     names = "|".join(re.escape(name) for name in libraries)
-    return re.sub(rf"\[?\b(?:{names})/\d{{4}}\b\]?", "", text) if names else text
+    # 4 to 9 digits: past solver/9999 an id has five (``lesson_id``), and one left in would count as an answer
+    return re.sub(rf"\[?\b(?:{names})/\d{{4,9}}\b\]?", "", text) if names else text
 
 
 def apply(

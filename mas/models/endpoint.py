@@ -255,7 +255,8 @@ class Adapted(Delegating):
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, Transient) and exc.retry_after is not None:
             return max(0.0, exc.retry_after)
-        ceiling = min(self.backoff_max, self.backoff * 2 ** (state.attempt_number - 1))
+        doublings = min(state.attempt_number - 1, 64)  # 2 ** 1024 is no float: a --retries of thousands overflowed
+        ceiling = min(self.backoff_max, self.backoff * 2**doublings)
         return ceiling / 2 + self._jitter.uniform(0, ceiling / 2)
 
     def _clean(self, text: str) -> str:

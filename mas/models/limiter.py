@@ -178,7 +178,8 @@ class AdaptiveLimit:
         self.returned += 1
         if not self._samples:  # a window of about one round trip's calls, at the limit it starts at
             self._window = min(max(self.allowed, 4), WINDOW)
-        self._samples.append(latency)
+        if latency > 0:  # a call timed at zero (a Ray worker rounds to 1 us) says nothing, and a zero median divides
+            self._samples.append(latency)
         if len(self._samples) >= self._window:
             median = statistics.median(self._samples)
             self._samples.clear()

@@ -12,6 +12,7 @@ the shipped ones (``mas.paths``).
 from __future__ import annotations
 
 import hashlib
+import math
 import string
 import tomllib
 from collections.abc import Callable, Iterable
@@ -166,10 +167,15 @@ class Scenario:
         return (self.reward_fn or REWARDS[self.reward_name])(task, answer)
 
     def score(self, task: Task, rollout: Rollout) -> float:
-        """A rollout's reward: 0 when it failed, or when there is no answer to compare with."""
+        """A rollout's reward: 0 when it failed, or when there is no answer to compare with. One
+        that is not a finite number (a ``custom_scenario``'s own reward) stops the run here: NaN
+        stopped it later, in the group's statistics, after the step's learning calls were paid for."""
         if rollout.error or task.answer is None:
             return 0.0
-        return self.reward(task, rollout.answer)
+        value = self.reward(task, rollout.answer)
+        if not math.isfinite(value):
+            raise UserError(f"the reward of task {task.id!r} is {value}, expected a finite number")
+        return value
 
     def extract(self, transcript: str) -> str | None:
         """The team's answer; lesson ids a role wrote are removed first, so they can never
