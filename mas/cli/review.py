@@ -54,7 +54,7 @@ def library_review(
     from mas.library.pending import queue
 
     store = _store(which)
-    held = queue(store)
+    held = _settle_left(store, queue(store))
     who = _who(by)
     made = _decisions(store, held, who=who, accept=accept, reject=reject, edit=edit, text=text, why=why)
     if made:
@@ -145,7 +145,10 @@ def _check(heads: dict, held: Held, verdict: str, text: str | None, label: str) 
     version, reason = applied(heads, held, change)
     reason = refusal(held, change) or reason
     if reason:
-        hint = "" if verdict == "edit" and reason.startswith("refused by") else "; reject it, or edit its text"
+        # new words can help a refused or duplicate text; not a lesson gone since, nor a full library
+        words = reason.startswith(("refused by", "duplicate of"))
+        hint = "" if verdict == "edit" and reason.startswith("refused by") else "; reject it"
+        hint += ", or edit its text" if hint and words and hasattr(change, "text") else ""
         raise UserError(f"{label}: {reason}{hint}")
     heads[version.library] = version
 
@@ -160,22 +163,55 @@ def _from_version(held: Held) -> Decision:
 
 
 def _write(store: LibraryStore, made: list[Decision]) -> None:
-    """Record the decisions, then put them into the library unless a training run holds it."""
+    """Record the decisions, then put them into the library unless another process holds it."""
     from mas.library.logs import SideFiles
-    from mas.library.pending import record, settle
-    from mas.library.store import InUse
+    from mas.library.pending import record
 
-    record(SideFiles(store.path).reviews, made)
-    try:
-        versions = {v.provenance.pending: v for v in settle(store)}
-    except InUse:
-        versions = {}
+    reviews = SideFiles(store.path).reviews
+    record(reviews, made)
+    versions = _settled(store)
     for d in made:
         v = versions.get(d.id)
-        where = f"{v.library} v{v.number}" if v else f"{_log(store)}; the training run using the library applies it"
-        if v and d.verdict != "reject" and not v.edits:  # the library changed under the decision
-            where += f", unchanged: {v.rejected[-1].reason}"
-        say(f"#{d.id} {_PAST[d.verdict]} by {d.by}: {where}")
+        where = f"{v.library} v{v.number}" if v else (
+            f"recorded in {reviews}; the library is in use: the training run using the library applies it before "
+            f"its next step, else `mas library review {store.path}` once the library is free"
+        )  # fmt: skip
+        say(f"#{d.id} {_PAST[d.verdict]} by {d.by}: {where}{_unchanged(d, v)}")
+
+
+def _settle_left(store: LibraryStore, held: list[Held]) -> list[Held]:
+    """Put into the library the decisions recorded but never applied (a review command killed
+    between the two, or the library in use then), when the library is free; the queue after."""
+    from mas.library.pending import queue
+
+    left = [h.decision for h in held if h.decision is not None and h.settled is None]
+    if not left:
+        return held
+    versions = _settled(store)
+    for d in left:
+        if (v := versions.get(d.id)) is not None:
+            say(f"#{d.id} {_PAST[d.verdict]} by {d.by}: {v.library} v{v.number}{_unchanged(d, v)} (decided earlier)")
+    return queue(store)
+
+
+def _settled(store: LibraryStore) -> dict:
+    """Settle the decisions waiting, unless another process holds the library (a training run
+    settles them itself); the version that settled each held edit, by number, whoever made it."""
+    from mas.library.pending import queue, settle
+    from mas.library.store import InUse
+
+    try:
+        settle(store)
+    except InUse:
+        pass
+    return {h.edit.id: h.settled for h in queue(store) if h.settled is not None}
+
+
+def _unchanged(decision: Decision, version) -> str:
+    """Why an accepted edit left the library unchanged (it changed under the decision), or nothing."""
+    if version is None or decision.verdict == "reject" or version.edits:
+        return ""
+    return f", unchanged: {version.rejected[-1].reason}"
 
 
 def _log(store: LibraryStore) -> Path:

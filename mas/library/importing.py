@@ -27,7 +27,7 @@ from mas.library.edits import apply, normal_text, text_problem
 from mas.library.logs import SideFiles, StepKey
 from mas.library.screened import refusals
 from mas.library.store import CorruptLibrary, LibraryStore, read_versions
-from mas.types.lessons import Add, Provenance, Source, Version
+from mas.types.lessons import GLOBAL, Add, Provenance, Source, Version
 from mas.types.refusals import QuarantineItem
 
 
@@ -77,17 +77,24 @@ def plan(store: LibraryStore, path: Path, *, only: str | None = None, at: dateti
     if only is not None and only not in heads:
         raise UserError(f"{path}: no library {only!r} (has {', '.join(heads) or 'none'})")
     ours = store.heads()
-    for name, head in heads.items():
+    shared = {
+        normal_text(lesson.text): f"our {lesson.id}" for lesson in ours.get(GLOBAL, Version.empty(GLOBAL)).lessons
+    }
+    for name, head in sorted(heads.items(), key=lambda item: item[0] != GLOBAL):  # the shared library first
         if only in (None, name):
             source = Source(file=str(path.resolve()), sha256=digest, at=at.isoformat(timespec="seconds"), library=name,
                             version=head.number)  # fmt: skip
-            _library(incoming, head, ours.get(name) or Version.empty(name), source)
+            _library(incoming, head, ours.get(name) or Version.empty(name), source, shared)
     return incoming
 
 
-def _library(incoming: Incoming, theirs: Version, ours: Version, source: Source) -> None:
+def _library(incoming: Incoming, theirs: Version, ours: Version, source: Source, shared: dict[str, str]) -> None:
+    """Plan one library's import; ``shared``: the shared library's texts (ours and those this
+    import brings), which every role has already, so a role's copy of one is skipped as training
+    refuses it (``edits.apply``)."""
     refused = refusals([lesson.text for lesson in theirs.lessons])
-    have = {normal_text(lesson.text): f"our {lesson.id}" for lesson in ours.lessons}
+    have = {} if ours.library == GLOBAL else dict(shared)
+    have.update({normal_text(lesson.text): f"our {lesson.id}" for lesson in ours.lessons})
     adds, origins = [], []
     for lesson in theirs.lessons:
         if lesson.text in refused:
@@ -107,6 +114,8 @@ def _library(incoming: Incoming, theirs: Version, ours: Version, source: Source)
     provenance = Provenance(run=incoming.run, epoch=0, step=0, stage="import", source=source)
     new, _ = apply(ours, adds, provenance=provenance)  # nothing is refused: no copies, no limit
     made = new.lessons[len(ours.lessons) :]  # the adds, in their order, after our lessons
+    if ours.library == GLOBAL:
+        shared.update({normal_text(lesson.text): f"their {their}" for their, lesson in zip(origins, made)})
     incoming.added += [(their, lesson.id, lesson.text) for their, lesson in zip(origins, made)]
     incoming.versions.append(new)
 

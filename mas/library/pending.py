@@ -16,6 +16,7 @@ say which held edits are settled, so a decision is settled once, whoever settles
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ from mas.types.review import Change, Decision, PendingEdit, PendingStep, Proposa
 from mas.types.rollouts import Group
 
 _operation = TypeAdapter(Operation)
+_DONE = {"accept": "accepted", "reject": "rejected", "edit": "accepted with the reviewer's text"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def hold(
         return sum(len(s.edits) for k, items in log.steps() if k == key for s in items)
     learned = list(learned)
     proposals = _proposals(learned, route)
-    number = 1 + max((e.id for s in log.items() for e in s.edits), default=0)
+    number = 1 + max(_numbers(store), default=0)
     edits = []
     for version in versions:
         for change in version.edits:
@@ -92,6 +94,16 @@ def hold(
     )
     log.append(key, [step])
     return len(edits)
+
+
+def _numbers(store: LibraryStore) -> Iterable[int]:
+    """Every number a held edit was given: in the pending log, and in the decisions and library
+    versions that name one (the log may have been cleared, or its lines set aside by ``mas
+    library recover``). A new number above them all is never taken for one already decided."""
+    yield from (e.id for s in SideFiles(store.path).pending.items() for e in s.edits)
+    yield from (d.id for d in decisions(SideFiles(store.path).reviews))
+    for name in store.libraries():
+        yield from (v.provenance.pending for v in store.versions(name) if v.provenance and v.provenance.pending)
 
 
 def _proposals(learned, route: str) -> list[tuple[str, Operation, Proposal]]:
@@ -221,6 +233,10 @@ def decisions(path: Path) -> list[Decision]:
         return []
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    return _parsed(path, raw)
+
+
+def _parsed(path: Path, raw: bytes) -> list[Decision]:
     lines = raw.split(b"\n")
     out = []
     for number, line in enumerate(lines, 1):
@@ -238,17 +254,29 @@ def decisions(path: Path) -> list[Decision]:
 
 
 def record(path: Path, made: list[Decision]) -> None:
-    """Append decisions to a reviews log (redacted, synced), cutting a line torn by a crash."""
+    """Append decisions to a reviews log (redacted, synced), cutting a line torn by a crash.
+    The log is locked while it is read and written: a decision on an edit that another reviewer
+    decided since the queue was read is a UserError, and nothing is written."""
     if not made:
         return
     text = "".join(json.dumps(redact_data(d.model_dump(mode="json")), separators=(",", ":")) + "\n" for d in made)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(regular_file(path) if path.exists() else path, "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when the file is closed
             f.seek(0)
             old = f.read()
             if old and not old.endswith(b"\n"):
-                f.truncate(old.rfind(b"\n") + 1)
+                old = old[: old.rfind(b"\n") + 1]
+                f.truncate(len(old))
+            first = {}
+            for decision in _parsed(path, old):
+                first.setdefault(decision.id, decision)
+            for d in made:
+                if (before := first.get(d.id)) is not None:
+                    raise UserError(
+                        f"held edit {d.id}: already {_DONE[before.verdict]} by {before.by}; nothing written"
+                    )
             f.seek(0, os.SEEK_END)
             f.write(text.encode())
             f.flush()
@@ -259,13 +287,14 @@ def record(path: Path, made: list[Decision]) -> None:
 
 def settle(store: LibraryStore) -> list[Version]:
     """Make a library version of every decision the library does not record yet, one version
-    per decision, in the order decided. Holds the library while it does."""
+    per decision, in the order decided, those recorded while it works too. Holds the library
+    while it does."""
     if not SideFiles(store.path).reviews.exists():  # no decision yet (every step of every run asks)
         return []
     made = []
     with store.exclusive():
-        for held in queue(store):
-            if held.decision is not None and held.settled is None:
+        while todo := [held for held in queue(store) if held.decision is not None and held.settled is None]:
+            for held in todo:
                 version = _version(store, held)
                 store.commit([version])
                 made.append(version)
