@@ -427,19 +427,65 @@ def judgements(path: Path) -> Iterator[tuple[str, Equivalence]]:
     is a cache: a line that is not JSON (cut short by a crash, or run into by the next append;
     not UTF-8) is left out, and that pair is judged again. A JSON line that is not a judgement
     was written by no crash, and stops the reader with one line naming it: a "same" merges and
-    deletes lessons."""
+    deletes lessons.
+
+    The whole lines read are kept (``_judged``): a training step makes a judge four times or
+    more, over a log that only grows, so each reading parses only the lines appended since the
+    last one (a log replaced or cut since is read from its start)."""
     try:
-        lines = regular_file(path).read_bytes().splitlines()
+        f = regular_file(path).open("rb")
     except FileNotFoundError:
         return
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
-    for number, line in enumerate(lines, 1):
-        try:  # (a line that is not UTF-8 is a ValueError too)
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        yield _judgement(f"{path}:{number}", record)
+    with f:
+        try:
+            stat = os.fstat(f.fileno())
+            mark, found = _judged.get(Path(path), (Mark(), []))
+            if not _same_file(f, stat, mark):
+                mark, found = Mark(), []
+            f.seek(mark.offset)
+            data = f.read()
+        except OSError as e:
+            raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    whole = data.rfind(b"\n") + 1  # a last line without its newline is read, not kept: an append may run into it
+    found = list(found)
+    number = mark.line
+    for number, line in enumerate(data[:whole].splitlines(), mark.line + 1):
+        if (judged := _parsed(path, number, line)) is not None:
+            found.append(judged)
+    if whole:
+        tail = data[max(0, whole - 32) : whole]
+        _judged[Path(path)] = (Mark((stat.st_dev, stat.st_ino), mark.offset + whole, number, tail), found)
+    yield from found
+    for n, line in enumerate(data[whole:].splitlines(), number + 1):
+        if (judged := _parsed(path, n, line)) is not None:
+            yield judged
+
+
+_judged: dict[Path, tuple[Mark, list[tuple[str, Equivalence]]]] = {}
+"""Each equivalence log read in this process: where its last whole line ends, and the judgements
+up to there."""
+
+
+def _same_file(f: BinaryIO, stat: os.stat_result, mark: Mark) -> bool:
+    """Whether ``mark`` is a place in the open file ``f``: the same file, not shorter, and still
+    ending its line there as it did (``StepLog.current``)."""
+    if mark.offset == 0:
+        return True
+    if mark.file != (stat.st_dev, stat.st_ino) or stat.st_size < mark.offset:
+        return False
+    f.seek(mark.offset - len(mark.tail))
+    return f.read(len(mark.tail)) == mark.tail
+
+
+def _parsed(path: Path, number: int, line: bytes) -> tuple[str, Equivalence] | None:
+    """A judgement line's key and verdict; None for a line that is not JSON (``judgements``)."""
+    try:  # (a line that is not UTF-8 is a ValueError too)
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return _judgement(f"{path}:{number}", record)
 
 
 def _judgement(where: str, record: object) -> tuple[str, Equivalence]:
