@@ -155,3 +155,45 @@ def test_an_edit_of_a_lesson_gone_since_is_not_told_to_edit_its_text(tmp_path, c
     for number, gone in ((1, "solver/0002"), (2, "solver/0001")):
         code, _, err = cli("library", "review", store.path, "--accept", number, capsys=capsys, monkeypatch=monkeypatch)
         assert code == 2 and err.strip().endswith(f"--accept {number}: unknown lesson id {gone!r}; reject it"), err
+
+
+def test_a_bad_line_in_the_reviews_or_judgements_log_stops_training_before_its_folder_and_recover_sets_it_aside(
+    tmp_path, capsys, monkeypatch
+):
+    """A line of the reviews log that is no decision stopped `mas library review`, but training
+    stopped only after writing its run folder, and `mas library recover` said "not corrupt,
+    nothing to recover"; a JSON line of the equivalence log that is no judgement, the same."""
+    lib = held(tmp_path, capsys, monkeypatch)
+    side = SideFiles(lib)
+    code, _, err = cli("library", "review", lib, "--accept", "1", "--by", "alice", capsys=capsys,
+                       monkeypatch=monkeypatch)  # fmt: skip
+    assert code == 0, err
+    decided = side.reviews.read_bytes()
+    for log, line in ((side.reviews, b"garbage\n"), (side.equivalence, b'{"key": 3, "verdict": {"same": true}}\n')):
+        with log.open("ab") as f:
+            f.write(line)
+        run = tmp_path / f"run-{log.name}"
+        args = ["train", "maths", "--model", "fake", "--tasks", "2", "--library", lib, "--run-dir", run]
+        code, _, err = cli(*args, capsys=capsys, monkeypatch=monkeypatch)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and f"{log}:" in err and "recover" in err, err
+        assert not run.exists()
+        code, out, err = cli("library", "recover", lib, capsys=capsys, monkeypatch=monkeypatch)
+        assert code == 0 and f"{log}: set 1 bad line aside" in out + err, out + err
+        assert Path(f"{log}.bad").read_bytes() == line
+        code, _, err = cli(*args, capsys=capsys, monkeypatch=monkeypatch)
+        assert code == 0, err
+    assert side.reviews.read_bytes().startswith(decided)  # the decisions stay
+    assert 1 in settled(LibraryStore(lib))
+
+
+def test_an_import_of_a_library_no_role_of_the_scenario_reads_says_so(tmp_path, capsys, monkeypatch):
+    """A multihop team's searcher library imported into maths came in without a word: no maths
+    role reads it, so its lessons reach no prompt."""
+    theirs = LibraryStore(tmp_path / "theirs.json")
+    theirs.commit([Version(library="searcher", number=1, lessons=[Lesson(id="searcher/0001", text=ESTIMATE)],
+                           next_id=2)])  # fmt: skip
+    monkeypatch.setenv("MAS_HOME", str(tmp_path / "home"))
+    code, out, err = cli("library", "import", theirs.path, "--into", "maths", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert "imported 1 lesson," in out + err
+    assert "note: no role of maths reads library 'searcher'" in out + err, out + err

@@ -166,8 +166,15 @@ def library_import(
     for their, why in incoming.skipped:
         say(f"skipped their {their}: {why}")
     verb = "would import" if dry_run else "imported"
-    counts = f"{len(incoming.added)} lessons, {len(incoming.quarantined)} quarantined, {len(incoming.skipped)} skipped"
+    added = len(incoming.added)
+    counts = (
+        f"{added} lesson{'s' * (added != 1)}, {len(incoming.quarantined)} quarantined, {len(incoming.skipped)} skipped"
+    )
     say(f"{verb} {counts} from {file} into {store.path}" + ("; nothing written" if dry_run else ""))
+    scenario = into if into is not None else paths.slug(file.stem)
+    if roles := _scenario_roles(scenario):  # a library no role reads is kept, and reaches no prompt
+        for name in sorted({ours.split("/")[0] for _, ours, _ in incoming.added} - {"global", *roles}):
+            say(f"note: no role of {scenario} reads library {name!r} ({', '.join(roles)} do)")
 
 
 @library_app.command("rollback")
@@ -386,14 +393,14 @@ def _output(output: Path, side: SideFiles, format: str) -> Path:
 def library_recover(which: Which) -> None:
     """Restore a corrupt library file from its backup (the last good version, <file>.bak), and
     set aside the bad lines of its logs (in <log>.bad)."""
-    from mas.library.logs import SideFiles
+    from mas.library.logs import SideFiles, set_aside
     from mas.library.store import LibraryStore, NotCorrupt
 
     store = LibraryStore(_library_path(which))
     if store.path.is_dir():
         raise UserError(f"{store.path}: a folder, not a library file")
-    logs = SideFiles(store.path).logs
-    if store.healthy() and not any(log.damaged() for log in logs):  # checked first: no lock file for nothing
+    side = SideFiles(store.path)
+    if store.healthy() and not side.damaged():  # checked first: no lock file for nothing
         found = store.path.exists() or store.backup.exists()
         raise UserError(f"{store.path}: {'not corrupt, nothing to recover' if found else 'no such library file'}")
     with store.exclusive(settle=False):  # a damaged file cannot be screened
@@ -401,7 +408,7 @@ def library_recover(which: Which) -> None:
             count = store.recover()
         except NotCorrupt:
             count = None
-        aside = {log.path: log.repair() for log in logs}
+        aside = {path: set_aside(path, *lines) for path, lines in side.damaged().items()}
     if count is None and not any(aside.values()):
         raise UserError(f"{store.path}: not corrupt, nothing to recover")
     if count is not None:

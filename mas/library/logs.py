@@ -244,14 +244,7 @@ class StepLog(Generic[Item]):
 
     def repair(self) -> int:
         """Move the lines that are not step records to ``<log>.bad``; return how many."""
-        good, bad = self._sorted()
-        if bad:
-            aside = Path(f"{self.path}.bad")
-            kept = aside.read_bytes() if aside.exists() else b""
-            lines = [redact(b.rstrip(b"\n").decode("utf-8", "backslashreplace")) for b in bad]
-            atomic_write(aside, kept.decode("utf-8", "backslashreplace") + "".join(f"{x}\n" for x in lines))
-            atomic_write(self.path, "".join(g.decode("utf-8") for g in good))
-        return len(bad)
+        return set_aside(self.path, *self._sorted())
 
     def damaged(self) -> bool:
         """Whether ``repair`` has lines to set aside."""
@@ -385,17 +378,31 @@ class SideFiles:
 
     def check(self) -> None:
         """Read every log through: a damaged one stops a command before it writes anything (the
-        held edits with the queue's own check, ``held_edits``; the judgements too)."""
+        held edits with the queue's own check, ``held_edits``; the judgements and the review
+        decisions too)."""
+        from mas.library.pending import decisions
+
         for log in self.logs:
             for _ in held_edits(log) if log is self.pending else log.steps():
                 pass
         for _ in judgements(self.equivalence):
             pass
+        decisions(self.reviews)
+
+    def damaged(self) -> dict[Path, tuple[list[bytes], list[bytes]]]:
+        """Per log with lines ``mas library recover`` sets aside: its good lines and its bad ones."""
+        from mas.library.pending import decision_lines
+
+        found = {log.path: log._sorted() for log in self.logs}
+        found[self.equivalence] = judgement_lines(self.equivalence)
+        found[self.reviews] = decision_lines(self.reviews)
+        return {path: lines for path, lines in found.items() if lines[1]}
 
     def owned(self) -> set[Path]:
         """Every file that belongs to the library: no output may replace one of them."""
         paths = {self.library, self.backup, self.lock, self.run_lock, self.equivalence, self.reviews}
-        return paths | {log.path for log in self.logs} | {Path(f"{log.path}.bad") for log in self.logs}
+        logs = [*(log.path for log in self.logs), self.equivalence, self.reviews]
+        return paths | set(logs) | {Path(f"{path}.bad") for path in logs}
 
     def graph(self, fmt: str) -> Path:
         return self._beside(f".graph.{fmt}")
@@ -488,14 +495,53 @@ def _parsed(path: Path, number: int, line: bytes) -> tuple[str, Equivalence] | N
     return _judgement(f"{path}:{number}", record)
 
 
+def set_aside(path: Path, good: list[bytes], bad: list[bytes]) -> int:
+    """Write the ``good`` lines of the log at ``path`` back and add the ``bad`` ones to
+    ``<path>.bad`` (``mas library recover``); return how many were set aside."""
+    if bad:
+        aside = Path(f"{path}.bad")
+        kept = aside.read_bytes() if aside.exists() else b""
+        lines = [redact(b.rstrip(b"\n").decode("utf-8", "backslashreplace")) for b in bad]
+        atomic_write(aside, kept.decode("utf-8", "backslashreplace") + "".join(f"{x}\n" for x in lines))
+        atomic_write(path, "".join(g.decode("utf-8", "backslashreplace") for g in good))
+    return len(bad)
+
+
+def judgement_lines(path: Path) -> tuple[list[bytes], list[bytes]]:
+    """The lines of an equivalence log that ``judgements`` reads or leaves out (a line that is
+    no JSON is a cache miss), and those that stop it (JSON that is no judgement)."""
+    good, bad = [], []
+    for number, line in enumerate(_lines_of(path), 1):
+        try:
+            _parsed(path, number, line)
+        except UserError:
+            bad.append(line)
+        else:
+            good.append(line)
+    return good, bad
+
+
+def _lines_of(path: Path) -> list[bytes]:
+    """The lines of ``path`` with their newlines; none when there is no such file."""
+    try:
+        return regular_file(path).read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+_MEND = "mend or remove that line, or run `mas library recover` on its library file to set it aside"
+
+
 def _judgement(where: str, record: object) -> tuple[str, Equivalence]:
     """A line's key and verdict, checked (strict: ``"no"`` is no ``same``)."""
     key = record.get("key") if isinstance(record, dict) else None
     if not isinstance(key, str):
-        raise UserError(f"{where}: not a judgement (key: not a text); mend or remove that line")
+        raise UserError(f"{where}: not a judgement (key: not a text); {_MEND}")
     try:
         return key, Equivalence.model_validate(record.get("verdict"), strict=True)
     except ValidationError as e:
         first = e.errors()[0]
         field = ".".join(["verdict", *map(str, first["loc"])])
-        raise UserError(f"{where}: not a judgement ({field}: {first['msg']}); mend or remove that line") from None
+        raise UserError(f"{where}: not a judgement ({field}: {first['msg']}); {_MEND}") from None

@@ -242,15 +242,42 @@ def _parsed(path: Path, raw: bytes) -> list[Decision]:
     for number, line in enumerate(lines, 1):
         if not line.strip() or (number == len(lines) and not raw.endswith(b"\n")):
             continue  # blank, or torn by a crash before its newline
-        try:
-            out.append(Decision.model_validate_json(line, strict=True))
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(map(str, first["loc"])) or "line"
-            raise UserError(
-                f"{path}:{number}: not a review decision ({where}: {first['msg']}); mend or remove that line"
-            ) from None
+        out.append(_decision(path, number, line))
     return out
+
+
+def _decision(path: Path, number: int, line: bytes) -> Decision:
+    try:
+        return Decision.model_validate_json(line, strict=True)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "line"
+        raise UserError(
+            f"{path}:{number}: not a review decision ({where}: {first['msg']}); mend or remove that line, "
+            "or run `mas library recover` on its library file to set it aside"
+        ) from None
+
+
+def decision_lines(path: Path) -> tuple[list[bytes], list[bytes]]:
+    """The lines of a reviews log that ``decisions`` reads or skips (blank, or torn by a crash),
+    and those that stop it (``mas library recover`` sets them aside)."""
+    try:
+        lines = regular_file(path).read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return [], []
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    good, bad = [], []
+    for number, line in enumerate(lines, 1):
+        torn = number == len(lines) and not line.endswith(b"\n")
+        try:
+            if line.strip() and not torn:
+                _decision(path, number, line)
+        except UserError:
+            bad.append(line)
+        else:
+            good.append(line)
+    return good, bad
 
 
 def record(path: Path, made: list[Decision]) -> None:
