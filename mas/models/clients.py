@@ -64,9 +64,9 @@ async def open_client(
         yield FakeClient(latency=_seconds(spec.partition(":")[2] or "0", spec))
         return
     if spec == "local":
-        from mas.models.server import embedded_server
+        from mas.models.server import serving
 
-        with embedded_server(threads=threads) as url:
+        async with serving(threads=threads) as url:
             # The server answers one request at a time: queue here, so that a call's deadline
             # counts the server's own time and not the wait behind other calls.
             client = Limited(_openai("smollm2-135m", url, KEYLESS, embedded=True, **limits), 1)
