@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Generic, NamedTuple, TypeVar
@@ -510,25 +510,27 @@ def set_aside(path: Path, good: list[bytes], bad: list[bytes]) -> int:
 def judgement_lines(path: Path) -> tuple[list[bytes], list[bytes]]:
     """The lines of an equivalence log that ``judgements`` reads or leaves out (a line that is
     no JSON is a cache miss), and those that stop it (JSON that is no judgement)."""
+    return sorted_lines(path, lambda number, line: _parsed(path, number, line))
+
+
+def sorted_lines(path: Path, check: Callable[[int, bytes], object]) -> tuple[list[bytes], list[bytes]]:
+    """The lines of the log at ``path`` (with their newlines) that ``check(number, line)``
+    passes, and those it refuses with a ``UserError`` (``mas library recover`` sets them aside)."""
+    try:
+        lines = regular_file(path).read_bytes().splitlines(keepends=True)
+    except FileNotFoundError:
+        return [], []
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
     good, bad = [], []
-    for number, line in enumerate(_lines_of(path), 1):
+    for number, line in enumerate(lines, 1):
         try:
-            _parsed(path, number, line)
+            check(number, line)
         except UserError:
             bad.append(line)
         else:
             good.append(line)
     return good, bad
-
-
-def _lines_of(path: Path) -> list[bytes]:
-    """The lines of ``path`` with their newlines; none when there is no such file."""
-    try:
-        return regular_file(path).read_bytes().splitlines(keepends=True)
-    except FileNotFoundError:
-        return []
-    except OSError as e:
-        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
 _MEND = "mend or remove that line, or run `mas library recover` on its library file to set it aside"

@@ -27,7 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from mas.errors import UserError
 from mas.library.edits import apply, parse_items, text_problem
-from mas.library.logs import SideFiles, StepKey, held_edits
+from mas.library.logs import SideFiles, StepKey, held_edits, sorted_lines
 from mas.library.store import LibraryStore
 from mas.paths import regular_file
 from mas.redact import redact_data, secret_in
@@ -261,23 +261,12 @@ def _decision(path: Path, number: int, line: bytes) -> Decision:
 def decision_lines(path: Path) -> tuple[list[bytes], list[bytes]]:
     """The lines of a reviews log that ``decisions`` reads or skips (blank, or torn by a crash),
     and those that stop it (``mas library recover`` sets them aside)."""
-    try:
-        lines = regular_file(path).read_bytes().splitlines(keepends=True)
-    except FileNotFoundError:
-        return [], []
-    except OSError as e:
-        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
-    good, bad = [], []
-    for number, line in enumerate(lines, 1):
-        torn = number == len(lines) and not line.endswith(b"\n")
-        try:
-            if line.strip() and not torn:
-                _decision(path, number, line)
-        except UserError:
-            bad.append(line)
-        else:
-            good.append(line)
-    return good, bad
+
+    def check(number: int, line: bytes) -> None:
+        if line.strip() and line.endswith(b"\n"):  # a last line without one was torn by a crash
+            _decision(path, number, line)
+
+    return sorted_lines(path, check)
 
 
 def record(path: Path, made: list[Decision]) -> None:
