@@ -7,8 +7,6 @@ import asyncio
 import math
 
 import pytest
-from autogen_agentchat.agents import AssistantAgent
-from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.models import UserMessage
 
 import mas
@@ -17,9 +15,9 @@ from mas.errors import EndpointError, UserError
 from mas.library.budget import retirements
 from mas.library.edits import lesson_id, strip_lesson_ids
 from mas.models.endpoint import Adapted
-from mas.models.fake import default_respond
 from mas.models.limiter import AdaptiveLimit
 from mas.types.lessons import Lesson, Version
+from tests.test_custom_team import my_team, respond
 
 
 def test_lesson_ids_past_four_digits_are_stripped_from_answers():
@@ -82,18 +80,6 @@ def test_backoff_after_a_thousand_retries_is_a_number():
     assert client.counts.attempts == 1101
 
 
-def _team(system_messages, client, task):
-    writer = AssistantAgent("writer", model_client=client, system_message=system_messages["writer"])
-    checker = AssistantAgent("checker", model_client=client, system_message=system_messages["checker"])
-    return RoundRobinGroupChat([writer, checker], max_turns=2)
-
-
-def _respond(request):
-    if request.schema is not None:
-        return default_respond(request)
-    return "Checked. Result: yes" if "checker" in request.system else "Draft: done."
-
-
 def test_a_custom_reward_of_nan_stops_the_run_with_a_message(tmp_path):
     """A ``custom_scenario`` reward (the Python API; ``--reward`` is checked where it loads) that
     returned NaN went into the group's statistics: after the step's rollouts and learning calls,
@@ -103,11 +89,11 @@ def test_a_custom_reward_of_nan_stops_the_run_with_a_message(tmp_path):
     scenario = mas.custom_scenario(
         "mine",
         roles={"writer": "You are the writer. Draft the item.", "checker": "You are the checker. Check the draft."},
-        team=_team,
+        team=my_team,
         tasks=tasks,
         reward=lambda task, answer: math.nan if answer == task.answer else 0.0,
         extract=lambda transcript: transcript.rsplit("Result: ", 1)[-1].strip() if "Result: " in transcript else None,
     )
     store = mas.LibraryStore(tmp_path / "lib.json")
     with pytest.raises(UserError, match="expected a finite number"):
-        asyncio.run(mas.train(scenario, client=mas.FakeClient(_respond), store=store, run_dir=tmp_path / "run"))
+        asyncio.run(mas.train(scenario, client=mas.FakeClient(respond), store=store, run_dir=tmp_path / "run"))
