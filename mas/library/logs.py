@@ -517,11 +517,13 @@ def sorted_lines(path: Path, check: Callable[[int, bytes], object]) -> tuple[lis
     """The lines of the log at ``path`` (with their newlines) that ``check(number, line)``
     passes, and those it refuses with a ``UserError`` (``mas library recover`` sets them aside)."""
     try:
-        lines = regular_file(path).read_bytes().splitlines(keepends=True)
+        raw = regular_file(path).read_bytes()
     except FileNotFoundError:
         return [], []
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    parts = raw.split(b"\n")  # at newlines only, as the readers count lines: a lone \r is inside a line
+    lines = [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     good, bad = [], []
     for number, line in enumerate(lines, 1):
         try:
