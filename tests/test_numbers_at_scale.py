@@ -17,7 +17,7 @@ from mas.library.edits import lesson_id, strip_lesson_ids
 from mas.models.endpoint import Adapted
 from mas.models.limiter import AdaptiveLimit
 from mas.types.lessons import Lesson, Version
-from tests.test_custom_team import my_team, respond
+from tests.test_custom_team import respond, writer_and_checker
 
 
 def test_lesson_ids_past_four_digits_are_stripped_from_answers():
@@ -85,15 +85,7 @@ def test_a_custom_reward_of_nan_stops_the_run_with_a_message(tmp_path):
     returned NaN went into the group's statistics: after the step's rollouts and learning calls,
     ``numeric_advantages`` raised AttributeError ('float' object has no attribute 'numerator')
     from ``statistics.pstdev``."""
-    tasks = [mas.Task(id=f"t{i}", question=f"Write item {i}.", answer="yes") for i in range(4)]
-    scenario = mas.custom_scenario(
-        "mine",
-        roles={"writer": "You are the writer. Draft the item.", "checker": "You are the checker. Check the draft."},
-        team=my_team,
-        tasks=tasks,
-        reward=lambda task, answer: math.nan if answer == task.answer else 0.0,
-        extract=lambda transcript: transcript.rsplit("Result: ", 1)[-1].strip() if "Result: " in transcript else None,
-    )
+    scenario = writer_and_checker(4, reward=lambda task, answer: math.nan if answer == task.answer else 0.0)
     store = mas.LibraryStore(tmp_path / "lib.json")
     with pytest.raises(UserError, match="expected a finite number"):
         asyncio.run(mas.train(scenario, client=mas.FakeClient(respond), store=store, run_dir=tmp_path / "run"))
