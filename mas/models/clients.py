@@ -16,6 +16,7 @@ deadlines, retries of transient faults, and the request rules of reasoning model
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -31,6 +32,7 @@ from mas.models.fake import FakeClient
 from mas.models.faults import http_client
 from mas.models.limiter import Limited
 from mas.models.tokens import spec_for_model
+from mas.models.wrappers import Delegating
 
 KEYLESS = "not-needed"
 """The key sent to a server that needs none (the openai library insists on one)."""
@@ -66,10 +68,10 @@ async def open_client(
     if spec == "local":
         from mas.models.server import serving
 
-        async with serving(threads=threads) as url:
+        async with serving(threads=threads) as server:
             # The server answers one request at a time: queue here, so that a call's deadline
             # counts the server's own time and not the wait behind other calls.
-            client = Limited(_openai("smollm2-135m", url, KEYLESS, embedded=True, **limits), 1)
+            client = Limited(Watched(_openai("smollm2-135m", server.url, KEYLESS, embedded=True, **limits), server), 1)
             try:
                 yield client
             finally:
@@ -92,6 +94,25 @@ async def open_client(
             await client.close()
         return
     raise UserError(f"--model {spec!r}: expected 'local', 'fake' or 'openai:MODEL'")
+
+
+class Watched(Delegating):
+    """A client of the embedded server. A call that failed because the server died waits for
+    ``serving`` to cancel it (within ``POLL``) instead of failing: with no retry left
+    (``--retries 0``) it failed before ``serving`` saw the death, and its rollout was journaled
+    as errored."""
+
+    def __init__(self, inner: ChatCompletionClient, server):
+        super().__init__(inner)
+        self.server = server
+
+    async def create(self, messages, **kwargs):
+        try:
+            return await self.inner.create(messages, **kwargs)
+        except Exception:
+            if await self.server.died():
+                await asyncio.sleep(60)  # cancelled by ``serving`` long before
+            raise
 
 
 def _seconds(text: str, spec: str) -> float:

@@ -29,7 +29,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from mas.errors import UserError
+from mas.errors import Stopped, UserError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 START_TIMEOUT = 120.0
@@ -42,9 +42,9 @@ PORTS = 3
 seconds later, binds it."""
 
 
-class ServerStopped(UserError):
-    """The embedded server did not start, or stopped while mas used it. A ``UserError`` so
-    that the command line says it in one line, not with a traceback."""
+class ServerStopped(Stopped):
+    """The embedded server did not start, or stopped while mas used it: one line and exit code 1
+    on the command line, not a traceback, and not the exit code of bad input."""
 
 
 def model_path() -> Path:
@@ -77,8 +77,8 @@ def embedded_server(*, threads: int | None = None, n_ctx: int = 8192, timeout: f
 @contextlib.asynccontextmanager
 async def serving(
     *, threads: int | None = None, n_ctx: int = 8192, timeout: float = START_TIMEOUT
-) -> AsyncIterator[str]:
-    """``embedded_server`` for a coroutine. It waits for the server without blocking the event
+) -> AsyncIterator[_Server]:
+    """``embedded_server`` for a coroutine; it yields the server (its ``url``). It waits for the server without blocking the event
     loop, so Ctrl-C is heard while the server loads. And it watches the server: if it dies
     before the block ends, the block is cancelled and ``ServerStopped`` raised, instead of
     every call failing after its retries and the run going on with errored rollouts."""
@@ -90,7 +90,7 @@ async def serving(
         task, died = asyncio.current_task(), []
         watch = asyncio.ensure_future(_watch(server.process, task, died))
         try:
-            yield server.url
+            yield server
         except BaseException:
             if not died:
                 raise
@@ -172,6 +172,14 @@ class _Server:
                 file=sys.stderr,
             )
         return False
+
+    async def died(self, within: float = 1.0) -> bool:
+        """Whether the server has exited, looking for up to ``within`` seconds: a refused
+        connection can come a moment before the kernel reports the process gone."""
+        deadline = time.monotonic() + within
+        while self.process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(POLL / 4)
+        return self.process.poll() is not None
 
     def _tail(self) -> str:
         self.log.seek(0)
