@@ -228,6 +228,13 @@ class Fold:
         lesson = _current(lesson, self.lineage)
         return self.classes.get(lesson, lesson)
 
+    def copy(self) -> Fold:
+        """A fold that goes on from this one's tallies and leaves this one as it is (``add``
+        copies a tally before it changes one)."""
+        other = Fold(self.lineage, self.classes)
+        other.by_unit, other.count = dict(self.by_unit), self.count
+        return other
+
     def add(self, groups: Iterable[Randomized]) -> None:
         touched: set[Key] = set()
         for group in groups:

@@ -85,9 +85,7 @@ class Ledger:
         """The effects as ``estimate`` will give them once ``step``'s events are recorded,
         recording nothing: a step's edits are judged with the groups of the step's own
         rollouts, which randomized the lessons the edits would retire."""
-        kept = self._fold(lineage or {}, classes or {})
-        fold = Fold(kept.lineage, kept.classes)
-        fold.by_unit, fold.count = dict(kept.by_unit), kept.count  # a tally is copied before it changes
+        fold = self._fold(lineage or {}, classes or {}).copy()
         fold.add(groups_of(step))
         return effects(fold.tallies(), classes)
 
