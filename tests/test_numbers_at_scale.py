@@ -80,12 +80,13 @@ def test_backoff_after_a_thousand_retries_is_a_number():
     assert client.counts.attempts == 1101
 
 
-def test_a_custom_reward_of_nan_stops_the_run_with_a_message(tmp_path):
+@pytest.mark.parametrize("bad", [math.nan, 1e308], ids=["nan", "largest-float"])
+def test_a_custom_reward_of_nan_stops_the_run_with_a_message(tmp_path, bad):
     """A ``custom_scenario`` reward (the Python API; ``--reward`` is checked where it loads) that
     returned NaN went into the group's statistics: after the step's rollouts and learning calls,
     ``numeric_advantages`` raised AttributeError ('float' object has no attribute 'numerator')
-    from ``statistics.pstdev``."""
-    scenario = writer_and_checker(4, reward=lambda task, answer: math.nan if answer == task.answer else 0.0)
+    from ``statistics.pstdev``; 1e308 made the group's mean overflow."""
+    scenario = writer_and_checker(4, reward=lambda task, answer: bad if answer == task.answer else 0.0)
     store = mas.LibraryStore(tmp_path / "lib.json")
     with pytest.raises(UserError, match="expected a finite number"):
         asyncio.run(mas.train(scenario, client=mas.FakeClient(respond), store=store, run_dir=tmp_path / "run"))

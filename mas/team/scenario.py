@@ -121,6 +121,8 @@ TeamFactory = Callable[[dict[str, str], ChatCompletionClient, Task], BaseGroupCh
 after the roles and use ``system_messages[role]`` as their system message."""
 
 
+REWARD_MAX = 1e100
+"""The largest reward taken, either sign: the sums and squares of a group's statistics stay finite."""
 HELD_OUT = 0.2
 """Share of a task file set apart for evaluation when no test file is given."""
 
@@ -169,12 +171,15 @@ class Scenario:
     def score(self, task: Task, rollout: Rollout) -> float:
         """A rollout's reward: 0 when it failed, or when there is no answer to compare with. One
         that is not a finite number (a ``custom_scenario``'s own reward) stops the run here: NaN
-        stopped it later, in the group's statistics, after the step's learning calls were paid for."""
+        stopped it later, in the group's statistics, after the step's learning calls were paid for;
+        so does one beyond ``REWARD_MAX`` (1e308 overflowed the group's mean)."""
         if rollout.error or task.answer is None:
             return 0.0
         value = self.reward(task, rollout.answer)
-        if not math.isfinite(value):
-            raise UserError(f"the reward of task {task.id!r} is {value}, expected a finite number")
+        if not (math.isfinite(value) and abs(value) <= REWARD_MAX):
+            raise UserError(
+                f"the reward of task {task.id!r} is {value}, expected a finite number within +-{REWARD_MAX:g}"
+            )
         return value
 
     def extract(self, transcript: str) -> str | None:
