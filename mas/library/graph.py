@@ -126,17 +126,3 @@ def roles_helped(graph: nx.DiGraph, lesson: str) -> list[str]:
     if node not in graph:
         return []
     return sorted(graph.nodes[r]["label"] for r, _, d in graph.in_edges(node, data=True) if d.get("helps"))
-
-
-def conflicts(graph: nx.DiGraph) -> list[tuple[str, list[str], list[str]]]:
-    """Lessons that reliably help some roles and reliably hurt others: (lesson, helped, hurt)."""
-    out = []
-    for node, data in graph.nodes(data=True):
-        if data.get("kind") != "lesson":
-            continue
-        edges = [(graph.nodes[r]["label"], d) for r, _, d in graph.in_edges(node, data=True)]
-        helped = sorted(r for r, d in edges if d.get("helps"))
-        hurt = sorted(r for r, d in edges if d.get("hurts"))
-        if helped and hurt:
-            out.append((data["label"], helped, hurt))
-    return sorted(out)
