@@ -46,26 +46,11 @@ def build(
     """The graph of ``effects`` over the current libraries; ``history`` names lessons that are
     gone; ``events`` adds the lesson -> task edges."""
     graph = nx.DiGraph()
-    for version in history:
-        for lesson in version.lessons:
-            graph.add_node(
-                f"lesson:{lesson.id}",
-                kind="lesson",
-                label=lesson.id,
-                text=lesson.text,
-                library=version.library,
-                gone=True,
-            )
-    for version in heads.values():
-        for lesson in version.lessons:
-            graph.add_node(
-                f"lesson:{lesson.id}",
-                kind="lesson",
-                label=lesson.id,
-                text=lesson.text,
-                library=version.library,
-                gone=False,
-            )
+    for versions, gone in ((history, True), (heads.values(), False)):  # a current lesson overwrites its past
+        for version in versions:
+            for lesson in version.lessons:
+                graph.add_node(f"lesson:{lesson.id}", kind="lesson", label=lesson.id, text=lesson.text,
+                               library=version.library, gone=gone)  # fmt: skip
     for (role, lesson), e in sorted(effects.items()):
         graph.add_node(f"role:{role}", kind="role", label=role)
         if f"lesson:{lesson}" not in graph:
