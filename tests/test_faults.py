@@ -254,3 +254,30 @@ def test_retry_after_as_a_date():
     from email.utils import formatdate
 
     assert 25 < _retry_after({"retry-after": formatdate(time.time() + 30, usegmt=True)}) <= 30
+
+
+def test_a_cancelled_rollout_cancels_its_team(fault_server, maths):
+    """A rollout cancelled from outside (a stopped run, Ctrl-C) left its team's task running:
+    ``asyncio.wait`` does not cancel what it waits for. The team went on waiting for the model,
+    and its error, never retrieved, was printed as a traceback when the loop closed."""
+    fault_server.configure({"slow": 1.0}, slow_seconds=30)
+
+    async def go():
+        async with open_client(
+            "openai:fake-model", base_url=fault_server.url, api_key=KEY, call_timeout=60, retries=0
+        ) as client:
+            rollout = asyncio.ensure_future(
+                run_rollout(maths, maths.tasks[0], 0, client=client, heads={}, settings={}, timeout=60, meter=Meter())
+            )
+            await asyncio.sleep(0.5)  # the team's first call is under way
+            rollout.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await rollout
+            for _ in range(30):  # the team winds down (autogen stops its runtime), well within the 30 s
+                left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                if not left:
+                    break
+                await asyncio.sleep(0.1)
+            return left
+
+    assert asyncio.run(go()) == []

@@ -171,8 +171,14 @@ async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list
     runner = asyncio.ensure_future(consume())  # the task copies the context, and with it the clock
     QUEUED.reset(reset)
     done: set = set()
-    while not done and (left := timeout + clock.seconds - (time.monotonic() - start)) > 0:
-        done, _ = await asyncio.wait({runner}, timeout=left)
+    try:
+        while not done and (left := timeout + clock.seconds - (time.monotonic() - start)) > 0:
+            done, _ = await asyncio.wait({runner}, timeout=left)
+    except asyncio.CancelledError:  # the rollout is cancelled: so is its team, which ``wait`` leaves running
+        token.cancel()
+        runner.cancel()
+        runner.add_done_callback(lambda task: task.cancelled() or task.exception())  # its error is the run's
+        raise
     if not done:
         token.cancel()
         runner.cancel()
