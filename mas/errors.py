@@ -34,4 +34,10 @@ class ModelReplyError(Exception):
 class EndpointError(Exception):
     """The model endpoint failed after every retry: a transport-level fault. A learning stage
     counts and skips it without journaling it, so a resumed run tries that call again; a
-    rollout that fails on it is journaled as an errored rollout that scores 0."""
+    rollout that fails on it is journaled as an errored rollout that scores 0. ``status`` and
+    ``said``: the HTTP status of a refusal no retry cures (400, 401, 404...) and the server's own
+    words, unredacted (they are read, never shown)."""
+
+    def __init__(self, message: str, status: int | None = None, said: str = ""):
+        super().__init__(message)
+        self.status, self.said = status, said

@@ -88,10 +88,8 @@ async def open_client(
         model = spec[len("openai:") :]
         caps = capabilities_for(model, profile(reasoning))
         client = _openai(model, url, key or KEYLESS, embedded=False, capabilities=caps, **limits)
-        try:
+        async with _stopped_if_misconfigured(client):
             yield client
-        finally:
-            await client.close()
         return
     raise UserError(f"--model {spec!r}: expected 'local', 'fake' or 'openai:MODEL'")
 
@@ -113,6 +111,34 @@ class Watched(Delegating):
             if await self.server.died():
                 await asyncio.sleep(60)  # cancelled by ``serving`` long before
             raise
+
+
+@contextlib.asynccontextmanager
+async def _stopped_if_misconfigured(client: Adapted) -> AsyncIterator[None]:
+    """Closes ``client`` on the way out, and stops the block with a ``UserError`` (exit code 2)
+    when the endpoint turns out to be set up wrong (``Adapted.on_misconfigured``): a wrong URL,
+    model name or key fails every call, and a run that went on would score nothing and say so
+    only in its failure counts. The block's task is cancelled when the call that found it ran
+    in another task (a rollout, a learning call), which could only count the fault; a call in
+    the block's own task already raised ``EndpointError`` to its caller, which decides."""
+    task, wrong = asyncio.current_task(), []
+
+    def stop(line: str) -> None:
+        if not wrong and task is not None and asyncio.current_task() is not task and not task.done():
+            wrong.append(line)
+            task.cancel()
+
+    client.on_misconfigured = stop
+    try:
+        yield
+    except BaseException:
+        if not wrong:
+            raise
+    finally:
+        await asyncio.shield(client.close())
+    if wrong:
+        task.uncancel()
+        raise UserError(wrong[0])
 
 
 def _seconds(text: str, spec: str) -> float:
@@ -146,7 +172,7 @@ def _openai(
         http_client=http_client(),
     )  # fmt: skip
     return Adapted(
-        inner, schema_in_format=embedded, text_tools=embedded, name=model,
+        inner, schema_in_format=embedded, text_tools=embedded, name=model, where=url or "",
         call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX,
         secrets=() if embedded else secrets_of(key, url), capabilities=capabilities,
         tokenizer="embedded" if embedded else spec_for_model(f"openai:{model}"),

@@ -11,15 +11,27 @@ exponential backoff and jitter, at most ``retries`` times; then ``EndpointError`
 stages count and skip. The openai library's own retries are off, so that every fault is seen
 and counted here (``Adapted.counts``). Well-formed replies with bad content (invalid JSON, a
 schema violation) are not retried: ``ask`` turns them into a ``ModelReplyError``.
+
+Servers differ from OpenAI in ways that would fail every call or spoil every reply; ``Adapted``
+evens out the known ones. A 400 that names a setting mas can do without (LM Studio refuses
+``json_object`` and takes only ``json_schema``; a LiteLLM proxy refuses ``seed`` for a provider
+without it) is sent again without it, and later calls leave it out. A ``<think>`` block in the
+content (DeepSeek-R1 or Qwen3 on Ollama, or on vLLM without a reasoning parser) becomes the
+reply's thought, as deepseek-reasoner's ``reasoning_content`` does. And a fault that says the
+endpoint is set up wrong (nothing listening, TLS to a plain HTTP server, 401, 403, 404, a 200
+that is no completion), met before any call got through, is told to ``on_misconfigured`` with
+one line saying what to fix: ``open_client`` stops the command with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient, CreateResult, FunctionExecutionResultMessage, LLMMessage
@@ -45,6 +57,9 @@ BACKOFF = 0.5
 BACKOFF_MAX = 8.0
 MAX_RETRY_AFTER = 120.0
 """A ``Retry-After`` longer than this is not waited for: the call fails at once."""
+OPTIONAL = ("response_format", "seed")
+"""Request fields a server may refuse with a 400 that mas can do without: the JSON schema is
+also in the prompt and replies are validated here; the seed only asks for repeatable samples."""
 
 
 class Adapted(Delegating):
@@ -83,6 +98,7 @@ class Adapted(Delegating):
         capabilities: Capabilities = STANDARD,
         json_mode: Literal["response_format", "native"] = "response_format",
         tokenizer: str = "words",
+        where: str = "",
     ):
         super().__init__(inner)
         self.tokenizer_spec = tokenizer
@@ -100,6 +116,14 @@ class Adapted(Delegating):
             remember(secret)  # the journal, the logs and the library redact it too
         self.counts = EndpointCounts()
         self._jitter = random.Random()
+        self.where = where
+        """The base URL, named in what ``on_misconfigured`` is told."""
+        self.on_misconfigured: Callable[[str], None] | None = None
+        """Told, once, what to fix when the endpoint is set up wrong (see ``_misconfigured``)."""
+        self.proven = False
+        """A call got through: a fault after that is the server's, not the setup's."""
+        self.refused: dict[str, str] = {}
+        """Fields of ``OPTIONAL`` the server refused (and how it said so): no longer sent."""
 
     @property
     def faults(self) -> dict[str, int]:
@@ -116,6 +140,7 @@ class Adapted(Delegating):
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         extra = self.caps.adapt(dict(extra_create_args))
+        schema = json_output if isinstance(json_output, type) else None
         if isinstance(json_output, type) and self.json_mode == "native":
             # Another provider's client: its own JSON switch; the schema is in the prompt.
             json_output = True if self.inner.model_info.get("json_output") else None
@@ -125,6 +150,22 @@ class Adapted(Delegating):
                 fmt["schema"] = _grammar_schema(json_output)
             extra["response_format"] = fmt
             json_output = None
+        while True:
+            extra = self._without_refused(extra, schema)
+            try:
+                result = await self._send(messages, tools, tool_choice, json_output, extra, cancellation_token)
+            except EndpointError as exc:
+                if not self._refuses_optional(exc, extra):
+                    raise
+                # Counted as a retry of the same call, not as a second call that failed.
+                self.counts.calls, self.counts.failures, self.counts.retries = (
+                    self.counts.calls - 1, self.counts.failures - 1, self.counts.retries + 1,
+                )  # fmt: skip
+                continue
+            self.proven = True
+            return _unthought(result)
+
+    async def _send(self, messages, tools, tool_choice, json_output, extra, cancellation_token) -> CreateResult:
         if self.text_tools and (tools or texttools.has_tool_history(messages)):
             # Also without tools: a reflection call still carries the tool history.
             schemas = [t.schema if isinstance(t, Tool) else t for t in tools]
@@ -146,6 +187,38 @@ class Adapted(Delegating):
             ),  # fmt: skip
             cancellation_token,
         )
+
+    # -- what the server refuses
+
+    def _refuses_optional(self, exc: EndpointError, extra: dict) -> bool:
+        """Whether ``exc`` is a 400 naming a field of ``OPTIONAL`` that ``extra`` holds; then
+        it is left out from now on (a call sent before then is sent again too). ``json_object``
+        refused for ``json_schema`` (LM Studio) is asked for as ``json_schema``, and dropped only
+        if that is refused too."""
+        if exc.status != 400:
+            return False
+        said = exc.said.lower()
+        for name in OPTIONAL:
+            if name not in extra or name not in said:
+                continue
+            fmt = extra[name]
+            if isinstance(fmt, dict) and fmt.get("type") == "json_object" and "json_schema" in said:
+                self.refused.setdefault(name, "json_schema")  # a call sent before it was dropped keeps it dropped
+            else:
+                self.refused[name] = "drop"
+            return True  # ``_without_refused`` changes what is sent: this ends
+        return False
+
+    def _without_refused(self, extra: dict, schema: type[BaseModel] | None) -> dict:
+        """``extra`` without the fields the server refused; ``json_object`` as ``json_schema``
+        with ``schema`` when that is what it takes."""
+        out = dict(extra)
+        for name, how in self.refused.items():
+            fmt = out.pop(name, None)
+            if how == "json_schema" and isinstance(fmt, dict) and fmt.get("type") == "json_object" and schema:
+                spec = {"name": schema.__name__, "schema": _grammar_schema(schema)}
+                out[name] = {"type": "json_schema", "json_schema": spec}
+        return out
 
     # -- retries
 
@@ -177,9 +250,13 @@ class Adapted(Delegating):
         except Transient as exc:
             self.counts.failures += 1
             attempts = self.max_retries + 1
+            self._misconfigured(exc.kind, str(exc))
             raise EndpointError(
                 f"{self.name}: {exc.kind}: {self._clean(str(exc))} (gave up after {attempts} attempt{'s' * (attempts > 1)})"
             ) from None
+        except EndpointError as exc:
+            self._misconfigured(str(exc.status or ""), exc.said)
+            raise
 
     async def _attempt(
         self, call: Callable[[], Awaitable[CreateResult]], token: CancellationToken | None
@@ -227,7 +304,16 @@ class Adapted(Delegating):
             return EndpointError(f"{self.name}: {status}: the server asks to wait {wait:g} s: {self._clean(message)}")
         self._fault(Transient(str(status), message))
         self.counts.failures += 1  # 400, 401, 404...: asking again gets the same answer
-        return EndpointError(f"{self.name}: {status}: {self._clean(message)}")
+        return EndpointError(f"{self.name}: {status}: {self._clean(message)}", status, message)
+
+    def _misconfigured(self, kind: str, message: str) -> None:
+        """Tell ``on_misconfigured`` what to fix when a call failed, before any got through, in
+        a way that says the endpoint is set up wrong (and so every call will fail alike)."""
+        if self.proven or self.on_misconfigured is None:
+            return
+        line = _setup_fault(kind, message, self.name, self.where or "the OpenAI API")
+        if line is not None:
+            self.on_misconfigured(redact(line, self.secrets))
 
     def _foreign_fault(self, exc: Exception) -> Exception:
         """An error of a client that is not openai's: an HTTP status is read off ``status_code``
@@ -300,3 +386,53 @@ def _lost_connection(exc: BaseException) -> BaseException | None:
             return cause
         cause = cause.__cause__
     return None
+
+
+def _unthought(result: CreateResult) -> CreateResult:
+    """``result`` with a leading ``<think>...</think>`` block (or the text up to a lone
+    ``</think>``: DeepSeek-R1 leaves out the opening tag) moved from the content to the thought.
+    A block never closed (the reply was cut while thinking) leaves no content. Answers, traces
+    and lessons never see it."""
+    if not isinstance(result.content, str):
+        return result
+    text = result.content.lstrip()
+    if text.startswith("<think>"):
+        text = text[len("<think>") :]
+    elif "</think>" not in text or "<think>" in text:
+        return result
+    thought, closed, answer = text.partition("</think>")
+    thought = "\n".join(t for t in (result.thought, thought.strip()) if t)
+    return result.model_copy(update={"content": answer.strip() if closed else "", "thought": thought or None})
+
+
+def _setup_fault(kind: str, message: str, model: str, where: str) -> str | None:
+    """One line saying what is wrong with the endpoint's setup and what to do, or None for a
+    fault that says nothing of the setup (a 429, a 500, a timeout, a dropped connection)."""
+    said = " ".join(message.split())[:200]
+    if kind in ("401", "403"):
+        return f"{where}: the server refused the API key ({kind}: {said}); check --api-key or OPENAI_API_KEY"
+    if kind == "404":
+        if re.search(r"\bmodel\b", said, re.IGNORECASE):  # vLLM, Ollama, OpenAI, LiteLLM all name it
+            return (
+                f"{where}: the server has no model {model!r} ({said}); check the name in --model openai:NAME "
+                "(GET /models on the server lists its models; Ollama: ollama pull NAME)"
+            )
+        return f"{where}: no chat completions there (404: {said}); {_v1_hint(where)}"
+    if kind == "connection":
+        if re.search(r"sslerror|\[ssl|tls|certificate|wrong_version_number", said, re.IGNORECASE):
+            plain = where.replace("https://", "http://", 1)
+            return f"{where}: the TLS handshake failed ({said}); a local server speaks plain HTTP: try {plain}"
+        if re.search(r"refused|connect call failed|name or service not known|nodename nor servname|getaddrinfo|"
+                     r"cannot connect to host", said, re.IGNORECASE):  # fmt: skip
+            return f"{where}: nothing answers there ({said}); is the server running, on that host and port?"
+        return None
+    if kind in ("bad_body", "empty_choices"):
+        return f"{where}: the server's replies are not chat completions ({said}); {_v1_hint(where)}"
+    return None
+
+
+def _v1_hint(where: str) -> str:
+    path = urlsplit(where).path.rstrip("/") if "://" in where else ""
+    if not re.search(r"/v\d+[a-z]*$", path):
+        return f"OpenAI-compatible servers serve them under /v1: try --base-url {where.rstrip('/')}/v1"
+    return "check --base-url (the address of the server's OpenAI-compatible API)"

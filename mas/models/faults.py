@@ -53,7 +53,11 @@ async def check_completion(response) -> None:
         raise BadBody("bad_body", f"the reply body is not JSON ({len(response.content)} bytes)") from None
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list):
-        raise BadBody("bad_body", "the reply body is not a chat completion (no choices)")
+        # LM Studio answers a path it does not serve with a 200 and {"error": "Unexpected endpoint..."}.
+        error = body.get("error") if isinstance(body, dict) else None
+        said = error.get("message") if isinstance(error, dict) else error
+        what = f": {' '.join(str(said).split())[:200]}" if said else ""
+        raise BadBody("bad_body", f"the reply body is not a chat completion (no choices){what}")
     if not choices:
         raise BadBody("empty_choices", "the reply has no choices")
     if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
