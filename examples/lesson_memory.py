@@ -38,6 +38,9 @@ async def train_a_library(folder: Path) -> Path:
 
 async def main(args: argparse.Namespace) -> None:
     library = args.library or await train_a_library(Path(tempfile.mkdtemp(prefix="mas-example-")))
+    libraries = mas.load_library(library)
+    if args.role not in libraries:  # a mistyped role gets no lessons of its own, and the memory cannot tell
+        print(f"note: {library} has no library for the role {args.role!r} (it has: {', '.join(libraries)})\n")
     if args.model_config:
         client = ChatCompletionClient.load_component(json.loads(Path(args.model_config).read_text()))
     else:

@@ -27,8 +27,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` stays cheap)
-    from mas.config import EvalConfig, TrainConfig
-    from mas.errors import ModelReplyError, UserError
+    from pathlib import Path
+
+    from mas.config import EvalConfig, ExposurePolicy, PromotionPolicy, TrainConfig
+    from mas.errors import ModelReplyError, Stopped, UserError
     from mas.executors.ray_driver import RayExecutor
     from mas.library.store import LibraryStore
     from mas.models.clients import open_client
@@ -39,13 +41,17 @@ if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` s
     from mas.team.scenario import Scenario, custom_scenario, load_scenario
     from mas.team.teamfile import load_team
     from mas.train import TrainResult, train
-    from mas.types.lessons import Version
+    from mas.types.lessons import Budget, Lesson, Version
+    from mas.types.reports import StepReport
     from mas.types.tasks import Task
 
 _WHERE = {
     "EvalConfig": "mas.config",
     "TrainConfig": "mas.config",
+    "ExposurePolicy": "mas.config",
+    "PromotionPolicy": "mas.config",
     "ModelReplyError": "mas.errors",
+    "Stopped": "mas.errors",
     "UserError": "mas.errors",
     "LibraryStore": "mas.library.store",
     "LessonMemory": "mas.team.memory",
@@ -63,6 +69,9 @@ _WHERE = {
     "train": "mas.train",
     "Task": "mas.types.tasks",
     "Version": "mas.types.lessons",
+    "Lesson": "mas.types.lessons",
+    "Budget": "mas.types.lessons",
+    "StepReport": "mas.types.reports",
 }
 """Where each public name lives: ``import mas`` imports none of them (a command such as
 ``mas library show`` never needs autogen, sympy or matplotlib); the first use imports one."""
@@ -89,22 +98,35 @@ class _Package(ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def load_library(path: str) -> dict[str, Version]:
-    """The latest version of every library in a library file, by library name."""
+def load_library(path: str | Path) -> dict[str, Version]:
+    """The latest version of every library in a library file, by library name, without the
+    lessons that fail the screen. A missing file is refused, as ``LessonMemory`` refuses it: an
+    empty result for a mistyped path put no lessons in a prompt, and nothing said so."""
+    from pathlib import Path
+
+    from mas.errors import UserError
     from mas.library.store import LibraryStore
 
+    if not Path(path).is_file():
+        raise UserError(f"{path}: no such library file")
     return LibraryStore(path).heads()
 
 
 __all__ = [
+    "Budget",
     "EvalConfig",
     "EvalResult",
+    "ExposurePolicy",
     "FakeClient",
+    "Lesson",
     "LessonMemory",
     "LibraryStore",
     "ModelReplyError",
+    "PromotionPolicy",
     "RayExecutor",
     "Scenario",
+    "StepReport",
+    "Stopped",
     "Task",
     "TrainConfig",
     "TrainResult",

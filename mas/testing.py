@@ -15,6 +15,16 @@ expects and, at ``verify()``, on a rule whose calls were never made::
 Rules match on the request, never on call order, so a script stays deterministic when
 rollouts run concurrently. ``train_on_fake`` and ``journal`` are the two things most tests
 of the loop need: a training run on a fake client, and what it journaled.
+
+For your own team on ``mas.FakeClient(respond)``, ``respond(request)`` answers its agents and
+hands the learning calls (``request.schema`` set: summaries, advantages, edits) to
+``default_respond``, whose replies are valid for any team: without it a script must write
+those JSON replies itself::
+
+    def respond(request):
+        if request.schema is not None:
+            return default_respond(request)
+        return "Draft: ANSWER: 4"
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from typing import Any
 from mas.config import TrainConfig
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Reply, Request
+from mas.models.fake import default_respond as default_respond  # for a script of your own team's replies
 from mas.team.scenario import Scenario
 from mas.train import TrainResult, train
 

@@ -133,8 +133,23 @@ def held_out(task_id: str, share: float = HELD_OUT) -> bool:
     return int(hashlib.sha256(f"held-out/{task_id}".encode()).hexdigest()[:8], 16) < share * 16**8
 
 
+def _number(value: object) -> float | None:
+    """A reward as a float (a bool or a numpy number too); None for what is not a number."""
+    if isinstance(value, (str, bytes)):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class Scenario:
+    """A team and its tasks: the roles (each with its own library), the training and held-out
+    tasks, and how an answer is read and rewarded. Made by ``load_scenario`` (a shipped name, a
+    folder, a task file), ``custom_scenario`` (your own autogen team) or ``load_team`` (an
+    autogen team file); passed to ``mas.train``, ``mas.evaluate`` and the studies."""
+
     name: str
     roles: list[Role]
     tasks: list[Task]
@@ -165,6 +180,14 @@ class Scenario:
             object.__setattr__(self, "tasks", [t for t in self.tasks if not held_out(t.id)])
             object.__setattr__(self, "split", f"hash of the task id, {HELD_OUT:.0%} held out")
 
+    def __repr__(self) -> str:
+        """Short: the generated one printed every task, and a scenario of a thousand tasks
+        filled the screen when a user only wanted to see what they had made."""
+        return (
+            f"Scenario({self.name!r}, roles={self.role_names}, tasks={len(self.tasks)}, "
+            f"held_out={len(self.held_out)}, reward={self.reward_name!r})"
+        )
+
     def reward(self, task: Task, answer: str | None) -> float:
         return (self.reward_fn or REWARDS[self.reward_name])(task, answer)
 
@@ -172,10 +195,14 @@ class Scenario:
         """A rollout's reward: 0 when it failed, or when there is no answer to compare with. One
         that is not a finite number (a ``custom_scenario``'s own reward) stops the run here: NaN
         stopped it later, in the group's statistics, after the step's learning calls were paid for;
-        so does one beyond ``REWARD_MAX`` (1e308 overflowed the group's mean)."""
+        so does one beyond ``REWARD_MAX`` (1e308 overflowed the group's mean), and one that is not a
+        number at all (None, a string: it failed in ``math.isfinite`` with a traceback)."""
         if rollout.error or task.answer is None:
             return 0.0
-        value = self.reward(task, rollout.answer)
+        got = self.reward(task, rollout.answer)
+        value = _number(got)
+        if value is None:
+            raise UserError(f"the reward of task {task.id!r} is {got!r} ({type(got).__name__}), expected a number")
         if not (math.isfinite(value) and abs(value) <= REWARD_MAX):
             raise UserError(
                 f"the reward of task {task.id!r} is {value}, expected a finite number within +-{REWARD_MAX:g}"
@@ -217,15 +244,102 @@ def custom_scenario(
 ) -> Scenario:
     """Bring your own team: ``roles`` maps each role (agent name) to its base system prompt;
     mas appends the role's lessons and hands the results to ``team`` for every rollout.
-    Without ``test_tasks``, a fifth of ``tasks`` is held out by a hash of their ids."""
-    made = [
-        Role(name=n, description=prompt.strip().splitlines()[0] if prompt.strip() else n, system_prompt=prompt)
-        for n, prompt in roles.items()
-    ]
+    Without ``test_tasks``, a fifth of ``tasks`` is held out by a hash of their ids. ``extract``
+    reads the answer off the team's transcript (default: the last number, for maths).
+
+    Every argument is checked here, each fault a ``UserError`` naming it, and ``team`` is called
+    once with the roles' prompts and a fake client: a team whose agents do not carry the roles'
+    names trained a library per role that no agent ever read, and a factory that fails did so
+    in every rollout, each counted as a failed rollout."""
+    if paths.safe_name(name) is None:
+        raise UserError(f"name: {name!r} is not a name (letters, digits, '-', '_' and '.', up to 64)")
+    made = [Role(name=n, description=_described(n, prompt), system_prompt=prompt) for n, prompt in _roles(roles)]
+    for argument, value in (("team", team), ("reward", reward), ("extract", extract)):
+        if not callable(value):
+            raise UserError(f"{argument}: expected a function, got {type(value).__name__} {value!r}")
+    train_list = _tasks(tasks, "tasks")
+    test_list = _tasks(test_tasks, "test_tasks") if test_tasks is not None else None
+    trained = {t.id for t in train_list}
+    for i, task in enumerate(test_list or []):
+        if task.id in trained:
+            raise UserError(f"test_tasks[{i}]: task {task.id!r} is also in tasks (held-out tasks are never trained on)")
+    _trial_team(team, roles, (train_list or test_list or [Task(id="trial", question="")])[0])
     return Scenario(
-        name, made, tasks, "custom", test_tasks, team, reward, extract, description,
-        split="given test tasks" if test_tasks is not None else "",
+        name, made, train_list, "custom", test_list, team, reward, extract, description,
+        split="given test tasks" if test_list is not None else "",
     )  # fmt: skip
+
+
+def _roles(roles: object) -> list[tuple[str, str]]:
+    """``custom_scenario``'s roles, checked: each name becomes an autogen agent's name (a Python
+    identifier) and a library's (a file-safe name other than the shared library's)."""
+    if not isinstance(roles, dict) or not roles:
+        raise UserError(f"roles: expected a dict of role name to system prompt, got {roles!r}")
+    for role, prompt in roles.items():
+        if not (isinstance(role, str) and role.isidentifier() and paths.safe_name(role)):
+            raise UserError(f"roles: {role!r} is not a role name (an agent name: letters, digits and '_')")
+        if role == GLOBAL:
+            raise UserError(f"roles: {role!r} is the name of the library every role shares; choose another")
+        if not isinstance(prompt, str):
+            raise UserError(
+                f"roles[{role!r}]: expected the role's system prompt (a string), got {type(prompt).__name__}"
+            )
+    return list(roles.items())
+
+
+def _described(name: str, prompt: str) -> str:
+    return prompt.strip().splitlines()[0] if prompt.strip() else name
+
+
+def _tasks(tasks: object, argument: str) -> list[Task]:
+    """``custom_scenario``'s tasks: ``mas.Task``s or dicts of their fields, with distinct ids (the
+    journal, the evidence and the held-out split key everything by task id)."""
+    if isinstance(tasks, (str, bytes, dict)) or not isinstance(tasks, Iterable):
+        raise UserError(f"{argument}: expected a list of mas.Task, got {type(tasks).__name__}")
+    out: list[Task] = []
+    for i, task in enumerate(tasks):
+        if isinstance(task, dict):
+            try:
+                task = Task.model_validate(task)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise UserError(f"{argument}[{i}].{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        if not isinstance(task, Task):
+            raise UserError(f"{argument}[{i}]: expected a mas.Task, got {type(task).__name__}")
+        out.append(task)
+    seen: set[str] = set()
+    for i, task in enumerate(out):
+        if task.id in seen:
+            raise UserError(f"{argument}[{i}]: task id {task.id!r} is used twice")
+        seen.add(task.id)
+    return out
+
+
+def _trial_team(team: TeamFactory, roles: dict[str, str], task: Task) -> None:
+    """Build the team once, as a rollout does, and check that every role is an agent of it."""
+    from mas.models.fake import FakeClient
+
+    try:
+        built = team(dict(roles), FakeClient(), task)
+    except Exception as exc:  # the user's own code: its traceback stays attached as the cause
+        raise UserError(f"team: building the team failed: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(built, "run_stream"):
+        raise UserError(f"team: expected an autogen team (such as a RoundRobinGroupChat), got {type(built).__name__}")
+    names = _agent_names(built)
+    missing = [r for r in roles if r not in names]
+    if missing:
+        raise UserError(
+            f"team: no agent is named {missing[0]!r} (the team's agents: {', '.join(sorted(names))}); "
+            "each role of roles is the name of the agent that gets its system message"
+        )
+
+
+def _agent_names(team: object) -> set[str]:
+    """The names of a team's agents, those of nested teams too (a single agent: its own)."""
+    participants = getattr(team, "_participants", None)
+    if participants is None:
+        return {str(getattr(team, "name", ""))}
+    return {name for p in participants for name in {str(getattr(p, "name", "")), *_agent_names(p)}}
 
 
 def load_scenario(
