@@ -7,10 +7,11 @@ Stage: none (shared by every stage): each stage's settings.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mas.errors import UserError
 from mas.types.base import Settings
 from mas.types.lessons import Budget
 
@@ -294,3 +295,22 @@ def ablated(config: TrainConfig, change: dict) -> TrainConfig:
 def train_config(preset: str | None = None, **settings) -> TrainConfig:
     """``TrainConfig`` from a preset (or the defaults) and the settings given explicitly."""
     return TrainConfig(**{**PRESETS.get(preset or "", {}), **settings})
+
+
+C = TypeVar("C", bound=BaseModel)
+
+
+def given(value: object, cls: type[C], argument: str) -> C:
+    """A settings argument of the Python API (``mas.train``'s ``config``, ``mas.evaluate``'s) as
+    ``cls``: an instance as it is, a dict of its fields checked, anything else refused, each
+    fault one ``UserError`` naming the field (a dict failed deep in the run with AttributeError)."""
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise UserError(f"{argument}: expected a {cls.__name__} or a dict of its fields, got {type(value).__name__}")
+    try:
+        return cls.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, (argument, *first["loc"])))
+        raise UserError(f"{where}: {first['msg']}") from None

@@ -17,8 +17,9 @@ from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
 from mas import runs
-from mas.config import TrainConfig, seed_of
+from mas.config import TrainConfig, given, seed_of
 from mas.cost import Price
+from mas.errors import UserError
 from mas.executors import Executor
 from mas.journal import Journal, read_back
 from mas.library import pending
@@ -55,9 +56,9 @@ async def train(
     scenario: Scenario,
     *,
     client: ChatCompletionClient,
-    store: LibraryStore,
-    run_dir: Path,
-    config: TrainConfig = TrainConfig(),
+    store: LibraryStore | str | Path,
+    run_dir: str | Path,
+    config: TrainConfig | dict = TrainConfig(),
     model_name: str = "",
     price: Price = Price(),
     on_step: Callable[[StepReport], None] = lambda report: None,
@@ -65,7 +66,8 @@ async def train(
     on_rollout: Callable[[int], None] = lambda n: None,
     executor: Executor | None = None,
 ) -> TrainResult:
-    """Train the scenario's role libraries in ``store``; resume if ``run_dir`` holds a run.
+    """Train the scenario's role libraries in ``store`` (or the library file at that path);
+    resume if ``run_dir`` holds a run. ``config``: a ``TrainConfig`` or a dict of its fields.
     ``learner``, when given, makes the learning calls (summaries, advantages, edits,
     equivalence judgements) and ``client`` only the team's. ``executor`` runs the rollouts
     (``mas.executors``; None: in this process, with ``client``); the learning stages, the
@@ -78,7 +80,10 @@ async def train(
     The run holds the library file for its whole length (``LibraryStore.exclusive``): a second
     training run, or a rollback, promote, recover or graph export of the same library, is
     refused at once, since it would change the library under the steps of this one."""
-    config = with_tokenizer(config, client)
+    run_dir, store = Path(run_dir), store if isinstance(store, LibraryStore) else LibraryStore(store)
+    config = with_tokenizer(given(config, TrainConfig, "config"), client)
+    if not scenario.tasks[: config.tasks]:
+        raise UserError(f"scenario {scenario.name!r} has no tasks to train on ({len(scenario.held_out)} held out)")
     new = check_run(run_dir, scenario, config, model_name, store.path)  # before anything is written
     with store.exclusive():
         SideFiles(store.path).check()  # a damaged log stops the run here, not after its folder is made

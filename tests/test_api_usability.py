@@ -162,3 +162,53 @@ def test_a_script_for_your_own_team_can_hand_the_learning_calls_to_the_fake(tmp_
         )
     )
     assert result.steps[0].informative > 0 and sum(result.steps[0].applied.values()) > 0
+
+
+def test_train_and_evaluate_take_paths_and_dicts_as_the_rest_of_the_api_does(tmp_path):
+    """``LibraryStore`` and ``LessonMemory`` take a path as a string; ``train`` failed on one with
+    TypeError ('str' / 'str'), on a library path with AttributeError ('str' object has no
+    attribute 'path'), and on a dict of settings with AttributeError ('dict' object has no
+    attribute 'budget'). ``evaluate`` failed on a ``LibraryStore`` as ``heads`` ('items')."""
+    made = scenario(tasks=TASKS[:6], test_tasks=TASKS[6:8])
+    result = asyncio.run(
+        mas.train(
+            made,
+            client=mas.FakeClient(),
+            store=str(tmp_path / "lib.json"),
+            run_dir=str(tmp_path / "run"),
+            config={"tasks": 2, "group_size": 2, "batch_size": 2},
+        )
+    )
+    assert result.run == "run" and len(result.steps) == 1 and (tmp_path / "run" / "journal.jsonl").exists()
+    scored = asyncio.run(
+        mas.evaluate(made, client=mas.FakeClient(), heads=mas.LibraryStore(tmp_path / "lib.json"), config={"k": 1})
+    )
+    assert len(scored.tasks) == 2
+    assert "<2 task scores>" in repr(scored) and "TaskScore" not in repr(scored)
+
+
+@pytest.mark.parametrize("call", ["train", "evaluate"])
+def test_a_bad_setting_in_a_dict_is_one_line_naming_it(tmp_path, call):
+    made = scenario(tasks=TASKS[:6], test_tasks=TASKS[6:8])
+    if call == "train":
+        run = mas.train(
+            made, client=mas.FakeClient(), store=tmp_path / "lib.json", run_dir=tmp_path / "run", config={"epochs": 0}
+        )
+    else:
+        run = mas.evaluate(made, client=mas.FakeClient(), heads=None, config={"kk": 1})
+    with pytest.raises(mas.UserError, match=r"^config\.(epochs: Input should be greater than|kk: Extra inputs)"):
+        asyncio.run(run)
+    assert not (tmp_path / "run").exists()
+
+
+def test_nothing_to_train_on_or_to_score_is_said_not_reported_as_a_result(tmp_path):
+    """No training task made a run of no step; no held-out task a Mean@k of 0.00 [0.00, 0.00]."""
+    none_to_train = scenario(tasks=[], test_tasks=TASKS[:2])
+    with pytest.raises(mas.UserError, match="scenario 'demo' has no tasks to train on"):
+        asyncio.run(
+            mas.train(none_to_train, client=mas.FakeClient(), store=tmp_path / "lib.json", run_dir=tmp_path / "run")
+        )
+    assert not (tmp_path / "run").exists()
+    none_held_out = scenario(tasks=TASKS[:4], test_tasks=[])
+    with pytest.raises(mas.UserError, match="scenario 'demo' has no held-out tasks to score"):
+        asyncio.run(mas.evaluate(none_held_out, client=mas.FakeClient(), heads=None))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 
-from mas.config import EvalConfig
+from mas.config import EvalConfig, given
 from mas.errors import UserError
 from mas.executors import Executor, Local, RolloutJob
 from mas.journal import Journal
@@ -58,6 +58,12 @@ class EvalResult(BaseModel):
     tasks: list[TaskScore]
     calls: dict[str, StageCount]
 
+    def __repr_args__(self):
+        """Short: every task's scores made a page of it."""
+        for name in ("library", "k", "mean_at_k", "pass_at_k"):
+            yield name, getattr(self, name)
+        yield "tasks", f"<{len(self.tasks)} task scores>"
+
     def per_task(self) -> dict[str, float]:
         return {t.task_id: t.mean for t in self.tasks}
 
@@ -66,19 +72,26 @@ async def evaluate(
     scenario: Scenario,
     *,
     client: ChatCompletionClient,
-    heads: dict[str, Version] | None,
-    config: EvalConfig = EvalConfig(),
+    heads: dict[str, Version] | LibraryStore | None,
+    config: EvalConfig | dict = EvalConfig(),
     on_task: Callable[[TaskScore], None] = lambda score: None,
     journal: Journal | None = None,
     key: str = "eval",
     executor: Executor | None = None,
 ) -> EvalResult:
-    """Run k team rollouts on each held-out task; ``heads=None`` injects no library.
-    ``executor`` runs them (``mas.executors``; None: in this process, with ``client``).
+    """Run k team rollouts on each held-out task. ``heads``: the libraries to inject (None: no
+    library; a ``LibraryStore``: its latest versions, in the prompt composition they were trained
+    with). ``config``: an ``EvalConfig`` or a dict of its fields. ``executor`` runs the rollouts
+    (``mas.executors``; None: in this process, with ``client``).
 
     With a ``journal`` (a study's), each rollout is recorded under ``key`` as it ends, and the
     result once it is complete: run again, the evaluation reads back what was done, repeating
     no finished model call (``Replayed``), and counts it as it was counted."""
+    config = given(config, EvalConfig, "config")
+    if not scenario.held_out[: config.tasks]:  # a score of 0.00 [0.00, 0.00] over no task at all
+        raise UserError(f"scenario {scenario.name!r} has no held-out tasks to score (give it test tasks)")
+    if isinstance(heads, LibraryStore):  # as ``mas eval`` reads it: the composition it was trained with too
+        config, heads = library_config(config, heads), heads.heads()
     if journal is not None and (result := journal.load("evaluation", key, EvalResult)) is not None:
         for score in result.tasks:
             on_task(score)
