@@ -12,7 +12,7 @@ Stage: none: the Python API (training runs every stage; evaluation and inference
         async with mas.open_client("fake") as client:
             store = mas.LibraryStore("libraries/maths.json")
             await mas.train(scenario, client=client, store=store, run_dir=Path("runs/demo"))
-            return await mas.evaluate(scenario, client=client, heads=store.heads())
+            return await mas.evaluate(scenario, client=client, heads=store)
     print(asyncio.run(main()).mean_at_k)
 
 Any autogen ``ChatCompletionClient`` can be passed as ``client``. At inference, any autogen
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the names below, imported when first used (``import mas`` s
     from mas.team.scenario import Scenario, custom_scenario, load_scenario
     from mas.team.teamfile import load_team
     from mas.train import TrainResult, train
+    from mas.types.evidence import Effect
     from mas.types.lessons import Budget, Lesson, Version
     from mas.types.reports import StepReport
     from mas.types.tasks import Task
@@ -70,6 +71,7 @@ _WHERE = {
     "Task": "mas.types.tasks",
     "Version": "mas.types.lessons",
     "Lesson": "mas.types.lessons",
+    "Effect": "mas.types.evidence",
     "Budget": "mas.types.lessons",
     "StepReport": "mas.types.reports",
 }
@@ -112,8 +114,25 @@ def load_library(path: str | Path) -> dict[str, Version]:
     return LibraryStore(path).heads()
 
 
+def evidence(path: str | Path) -> dict[tuple[str, str], Effect]:
+    """The randomized evidence of a library file's runs, per (role, lesson id): what showing the
+    lesson to that role did to the team's reward (``Effect``: the effect, its interval, its
+    e-value), twins counted as one, as training and ``mas library show`` count it."""
+    from pathlib import Path
+
+    from mas.config import PromotionPolicy
+    from mas.errors import UserError
+    from mas.library.hierarchy import effects
+    from mas.library.store import LibraryStore
+
+    if not Path(path).is_file():
+        raise UserError(f"{path}: no such library file")
+    return effects(LibraryStore(path), PromotionPolicy())
+
+
 __all__ = [
     "Budget",
+    "Effect",
     "EvalConfig",
     "EvalResult",
     "ExposurePolicy",
@@ -133,6 +152,7 @@ __all__ = [
     "UserError",
     "custom_scenario",
     "evaluate",
+    "evidence",
     "load_library",
     "load_scenario",
     "load_team",

@@ -212,3 +212,16 @@ def test_nothing_to_train_on_or_to_score_is_said_not_reported_as_a_result(tmp_pa
     none_held_out = scenario(tasks=TASKS[:4], test_tasks=[])
     with pytest.raises(mas.UserError, match="scenario 'demo' has no held-out tasks to score"):
         asyncio.run(mas.evaluate(none_held_out, client=mas.FakeClient(), heads=None))
+
+
+def test_the_evidence_of_a_library_file_is_public(tmp_path):
+    """A user studying transfer needed ``mas.library.hierarchy.effects(store, PromotionPolicy())``."""
+    maths = mas.load_scenario("maths")
+    config = mas.TrainConfig(tasks=8, batch_size=4, group_size=4)
+    asyncio.run(mas.train(maths, client=mas.FakeClient(), store=tmp_path / "lib.json", run_dir=tmp_path / "run",
+                          config=config))  # fmt: skip
+    found = mas.evidence(tmp_path / "lib.json")
+    assert found and all(isinstance(e, mas.Effect) and (e.role, e.lesson) == key for key, e in found.items())
+    assert {role for role, _ in found} <= {"planner", "solver", "verifier", "global"}
+    with pytest.raises(mas.UserError, match="no such library file"):
+        mas.evidence(tmp_path / "missing.json")
