@@ -62,6 +62,13 @@ Reply = str | list[FunctionCall]
 
 
 class FakeClient(ChatCompletionClient):
+    """An autogen client whose reply to each call is ``respond(request)``: a ``Request`` holds
+    its ``system``, ``messages``, ``schema`` and ``tool_results`` (``unit()``: a draw fixed by the
+    request); a ``Reply`` is the text (a structured call's JSON) or a list of tool calls. Without
+    ``respond`` it plays the maths world below; a team of your own gets its agents' replies from
+    ``respond`` and hands the learning calls (``request.schema`` set) to ``default_respond``
+    (``mas.testing``). ``latency``: seconds per call."""
+
     def __init__(
         self,
         respond: Callable[[Request], Reply] | None = None,
