@@ -10,6 +10,7 @@ Only what declaring the commands needs is imported here; each command imports wh
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
@@ -58,7 +59,7 @@ def train_command(
     epochs: int = option(TrainConfig, "epochs"),
     batch_size: int = option(TrainConfig, "batch_size"),
     group_size: int = option(TrainConfig, "group_size"),
-    tasks: int | None = option(TrainConfig, "tasks"),
+    tasks: int | None = option(TrainConfig, "tasks", help="Train on the first N tasks.", show_default="all"),
     ground_truth: bool = option(TrainConfig, "ground_truth", "--ground-truth/--no-ground-truth"),
     temperature: float = option(TrainConfig, "temperature"),
     max_tokens: int = option(TrainConfig, "max_tokens"),
@@ -135,14 +136,18 @@ def train_command(
     refused = refused_line(result.steps)
     _tell(refused if refused.endswith("nothing") else f"{refused}; see mas library show {near(store.path)} --rejected")
     _tell(failed_line(result.steps))
+    waiting = 0
     if config.review:
         from mas.library.pending import queue
 
         waiting = sum(held.open for held in queue(store))
         _tell(f"{count(waiting, 'held edit')} waiting for review: mas library review {near(store.path)}")
-    if not any(v.lessons for v in result.heads.values()):
+    learned = any(v.lessons for v in result.heads.values())
+    if not learned and not waiting:  # with held edits, the line above says where the lessons are
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     print_lessons(result.heads)
+    if learned and source.team is None and source.scenario is not None:
+        _tell(f"next: {_eval_command(source.scenario, library, run.model)}")
 
 
 @app.command("report")
@@ -158,8 +163,20 @@ def report_command(
     out.print(f"wrote {path}")
 
 
+def _eval_command(scenario: str, library: Path | None, model: str | None) -> str:
+    """The ``mas eval`` that scores what a training run learned: its scenario, library and model."""
+    words = ["mas", "eval", scenario]
+    words += ["--library", str(library)] if library is not None else []
+    words += ["--model", model] if model is not None else []
+    return shlex.join(words) + "   # Mean@k on held-out tasks, without and with the lessons"
+
+
+def _edits(n: int) -> str:
+    return f"{n} edit{'s' * (n != 1)}"
+
+
 def _step_line(r: StepReport) -> str:
-    applied = ", ".join(f"{k} {v} edits" for k, v in r.applied.items()) or "no edits"
+    applied = ", ".join(f"{k} {_edits(v)}" for k, v in r.applied.items()) or "no edits"
     applied += f", {r.pending} held for review" if r.pending else ""
     refused = sum(len(v) for v in r.rejected.values())
     applied += f" ({refused} refused)" if refused else ""

@@ -23,7 +23,9 @@ if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` start
     from mas.library.store import LibraryStore
     from mas.types.lessons import Provenance
 
-library_app = typer.Typer(no_args_is_help=True, help="Show, compare, export, import, review and roll back libraries.")
+library_app = typer.Typer(
+    no_args_is_help=True, help="Show, compare, export, import, review, roll back and recover libraries."
+)
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 app = typer.Typer(rich_markup_mode=None)
 """``mas library`` and ``mas graph``, for ``mas.cli.main`` to list under ``mas``."""
@@ -38,7 +40,7 @@ Which = Annotated[
 @library_app.command("show")
 def library_show(
     which: Which,
-    role: str | None = typer.Option(None, help="Only this library."),
+    role: str | None = typer.Option(None, help="Only this library (a role name, or global)."),
     version: int | None = typer.Option(None, help="This version instead of the latest (needs --role)."),
     quarantine: bool = typer.Option(False, "--quarantine", help="The lessons refused by screening, with why."),
     rejected: bool = typer.Option(
@@ -58,6 +60,7 @@ def library_show(
     if version is not None:
         if role is None:
             raise UserError("--version needs --role")
+        known(store, role)
         heads = {role: store.version(role, version)}
     else:
         heads = {name: v for name, v in store.heads().items() if role in (None, name)}
@@ -83,6 +86,7 @@ def library_diff(
     from mas.library.store import diff
 
     store = store_of(which)
+    known(store, role)
     newer = store.head(role, screened=False) if new is None else store.version(role, new)  # as stored
     for line in diff(store.version(role, old), newer) or ["(no change)"]:
         say(line)
@@ -148,7 +152,7 @@ def library_import(
     from mas.library.logs import SideFiles
     from mas.library.store import LibraryStore
 
-    target = _library_path(into) if into is not None else paths.library_file(paths.slug(file.stem))
+    target = library_path(into) if into is not None else paths.library_file(paths.slug(file.stem))
     if target.is_dir():
         raise UserError(f"--into {target}: a folder, not a library file")
     store = LibraryStore(target)
@@ -185,9 +189,11 @@ def library_rollback(
 ) -> None:
     """Make a new version of ROLE's library equal to an earlier one."""
     store = store_of(which)
+    known(store, role)
     store.version(role, version)  # fails cleanly on an unknown version
     made = store.rollback(role, version)
-    say(f"{role}: version {made.number} now equals version {version} ({len(made.lessons)} lessons)")
+    lessons = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)}"
+    say(f"{role}: version {made.number} now equals version {version} ({lessons})")
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
@@ -281,19 +287,39 @@ def _scenario_roles(which: str) -> list[str]:
 
 
 def store_of(which: str) -> LibraryStore:
-    """A scenario name or a library file path; the file must exist."""
+    """A scenario name or a library file path; the file must exist. A missing library of a
+    scenario says which command writes it: a new user meets this before any ``mas train``."""
     from mas.library.store import LibraryStore
 
-    path = _library_path(which)
+    path = library_path(which)
     if not path.exists():
-        raise UserError(f"{path}: no such library file")
+        made_by = f" (mas train {which} writes it)" if path != Path(which) else ""
+        raise UserError(f"{path}: no such library file{made_by}")
     if path.is_dir():
         raise UserError(f"{path}: a folder, not a library file")
     return LibraryStore(path)
 
 
-def _library_path(which: str) -> Path:
-    return Path(which) if which.endswith(".json") else paths.library_file(which)
+def known(store: LibraryStore, role: str) -> None:
+    """Refuse a library the file does not hold, naming the ones it does: "has no version 1" would
+    send the user looking for a version of a library that was never there (a typo in ROLE)."""
+    names = store.libraries()
+    if role not in names:
+        raise UserError(f"{store.path}: unknown library {role!r} (has {', '.join(names) or 'none'})")
+
+
+def library_path(which: str) -> Path:
+    """The library file ``which`` names: a path when it ends in ``.json`` or has a folder in it,
+    or when it is a file and no scenario of that name has a library; else the scenario's
+    library (``libraries/NAME.json``). Error messages name a library file by its path (``mas
+    library recover PATH``), whatever its suffix, so such a path must work as LIBRARY."""
+    path = Path(which)
+    if which.endswith(".json") or len(path.parts) > 1:
+        return path
+    if paths.safe_name(which) is None:
+        return path if path.is_file() else paths.library_file(which)  # the latter names the bad name
+    named = paths.library_file(which)
+    return path if not named.exists() and path.is_file() else named
 
 
 _UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
@@ -396,7 +422,7 @@ def library_recover(which: Which) -> None:
     from mas.library.logs import SideFiles, set_aside
     from mas.library.store import LibraryStore, NotCorrupt
 
-    store = LibraryStore(_library_path(which))
+    store = LibraryStore(library_path(which))
     if store.path.is_dir():
         raise UserError(f"{store.path}: a folder, not a library file")
     side = SideFiles(store.path)

@@ -61,7 +61,7 @@ COMMANDS = {
         "A promotion pass on the randomized evidence: promote lessons shown to help several roles, demote "
         "global lessons that no longer do, prune lessons that no longer help their role.",
     ),
-    "library": Listed("mas.cli.library", "Show, compare, export, import, review and roll back libraries."),
+    "library": Listed("mas.cli.library", "Show, compare, export, import, review, roll back and recover libraries."),
     "graph": Listed("mas.cli.library", "The usage graph of a library file."),
 }
 """Every command of ``mas``, in the order ``mas --help`` lists them."""

@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 
 import typer
-from rich.markup import escape
 
 from mas.cli import interrupt
 from mas.cli.flags import RunFlags, run_flags
-from mas.cli.library import Which, out, say, shown, store_of
+from mas.cli.library import Which, out, say, store_of
 from mas.cli.options import option, settings
 from mas.cli.tracking import log_promote, tracker
 from mas.config import PromotionPolicy
@@ -76,28 +75,27 @@ async def _promote(store, policy, stamp, run: RunFlags, clients, price, *, dry_r
 
 
 def _print_moves(moves, store, dry_run: bool) -> None:
-    from rich.table import Table
-
+    """Each move as a block of lines (its kind and lesson ids, the text, why, then one line of
+    evidence per role): a table of six columns wrapped the evidence a word to a line at 80
+    columns and cut the ids a user needs for ``mas library rollback``."""
     if not moves:
         out.print("no lesson meets the promotion, demotion or pruning rules yet")
         return
-    table = Table(
-        "move",
-        "lesson",
-        "ids",
-        "roles",
-        "evidence per role: effect [90% interval] over tasks, e-value (its peak)",
-        "why",
-    )
     for m in moves:
-        evidence = "\n".join(
-            f"{e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] n={e.tasks} e={e.e_now:.1f} ({e.e_value:.1f})"
-            for e in m.evidence
-        )
-        cells = [shown(m.text), shown(", ".join(m.lessons)), shown(", ".join(m.roles)) or "-"]
-        table.add_row(m.kind, *map(escape, cells), escape(evidence), escape(shown(m.reason)))  # cells are markup
-    out.print(table)
-    say("dry run: nothing changed" if dry_run else f"applied to {store.path}")
+        roles = f" (roles: {', '.join(m.roles)})" if m.roles else ""
+        say(f"{m.kind} {', '.join(m.lessons)}{roles}")
+        say(f"  {m.text}")
+        say(f"  why: {m.reason}")
+        for e in m.evidence:
+            say(
+                f"  {e.role}: {e.effect:+.2f} [{_n(e.lcb)}, {_n(e.ucb)}] over {e.tasks} tasks, "
+                f"e-value {e.e_now:.1f} (peak {e.e_value:.1f})"
+            )
+    say("evidence: the change in success when shown [90% interval] over tasks; e-value now (peak)")
+    if dry_run:
+        say("dry run: nothing changed; the same command without --dry-run applies these moves")
+    else:
+        say(f"applied to {store.path}")
 
 
 def _n(value: float) -> str:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mas import paths
-from mas.cli.library import Which, library_app, say
+from mas.cli.library import Which, library_app, library_path, say
 from mas.errors import UserError
 
 if TYPE_CHECKING:
@@ -53,6 +52,8 @@ def library_review(
     decided and why; a training run using the library applies it before its next step."""
     from mas.library.pending import queue
 
+    if why is not None and not (accept or reject or edit is not None):
+        raise UserError("--why goes with --accept, --reject or --edit (on a terminal, each decision asks why)")
     store = _store(which)
     held = _settle_left(store, queue(store))
     who = _who(by)
@@ -62,7 +63,7 @@ def library_review(
     elif sys.stdin.isatty() and sys.stdout.isatty():
         _interactive(store, [h for h in held if h.open], who)
     else:
-        _list(store, [h for h in held if decided or h.open], waiting=sum(h.open for h in held))
+        _list(store, [h for h in held if decided or h.open], waiting=sum(h.open for h in held), which=which)
 
 
 def _store(which: str) -> LibraryStore:
@@ -71,7 +72,7 @@ def _store(which: str) -> LibraryStore:
     from mas.library.logs import SideFiles
     from mas.library.store import LibraryStore
 
-    path = Path(which) if which.endswith(".json") else paths.library_file(which)
+    path = library_path(which)
     if path.is_dir():
         raise UserError(f"{path}: a folder, not a library file")
     if not path.exists() and not SideFiles(path).pending.path.exists():
@@ -223,11 +224,18 @@ def _log(store: LibraryStore) -> Path:
 # -- showing and asking ----------------------------------------------------------------------------
 
 
-def _list(store: LibraryStore, shown: list[Held], *, waiting: int) -> None:
+def _list(store: LibraryStore, shown: list[Held], *, waiting: int, which: str) -> None:
+    """The held edits, then how to decide them: from a script the listing is all the command
+    prints, so it says which options decide."""
     effects = _effects(store)
     for held in shown:
         _show(held, effects)
     say(f"{waiting} held edit{'s' * (waiting != 1)} waiting for review in {_log(store)}")
+    if waiting:
+        say(
+            f"decide with: mas library review {which} --accept ID, --reject ID --why TEXT, or --edit ID --text TEXT "
+            "(on a terminal, the command asks about each in turn)"
+        )
 
 
 def _interactive(store: LibraryStore, waiting: list[Held], who: str) -> None:

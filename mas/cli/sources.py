@@ -34,7 +34,9 @@ if TYPE_CHECKING:  # imported where used: declaring the commands must stay fast
 ScenarioArg = Annotated[
     str | None,
     typer.Argument(
-        help="A scenario (maths, multihop, a folder) or a .jsonl file (with --team: the tasks).", show_default=False
+        metavar="SCENARIO",
+        help="A scenario (maths, multihop, a folder) or a .jsonl file (with --team: the tasks).",
+        show_default=False,
     ),
 ]
 Team = Annotated[

@@ -90,7 +90,7 @@ def eval_command(
     if not scored:
         raise UserError(f"{spec.name}: no held-out tasks to score (give a --test-file)")
     plan = [("none", None, None, config)]
-    for key, path in _libraries(library, compare, no_library, spec.name, as_json):
+    for key, path in _libraries(library, compare, no_library, spec.name, as_json, _made_by(source)):
         store = _store(path)
         check_held_out(scored, store)
         plan.append((key, path, store.heads(), library_config(config, store)))
@@ -118,8 +118,11 @@ def eval_command(
     )
 
 
-def _libraries(library, compare, no_library, name, as_json) -> list[tuple[str, Path]]:
-    """The library files to evaluate, by their key in the study's journal."""
+def _libraries(library, compare, no_library, name, as_json, made_by="") -> list[tuple[str, Path]]:
+    """The library files to evaluate, by their key in the study's journal. ``--no-library``
+    with ``--library`` is refused: dropping the library named would score something else than asked."""
+    if no_library and library is not None:
+        raise UserError("--no-library and --library: choose one (--compare FILE adds a library to the baseline)")
     given = [] if no_library else [("library", library or paths.library_file(name), library is not None)]
     given += [("compare", compare, True)] if compare is not None else []
     found = []
@@ -129,8 +132,16 @@ def _libraries(library, compare, no_library, name, as_json) -> list[tuple[str, P
         elif named:
             raise UserError(f"{path}: no such library file")
         elif not as_json:
-            _note(f"no library at {path} yet: the team is scored without lessons only")
+            _note(f"no library at {path} yet{made_by}: the team is scored without lessons only")
     return found
+
+
+def _made_by(source: SourceFlags) -> str:
+    """Which command writes the default library a study did not find: a new user's first
+    ``mas eval`` or ``mas transfer`` may come before any ``mas train``."""
+    if source.team is not None or source.scenario is None:
+        return " (mas train with the same --team writes it)"
+    return f" (mas train {source.scenario} writes it)"
 
 
 def _store(path: Path):
@@ -183,7 +194,7 @@ def transfer_command(
     spec = source.load(test_file=test_file, say=None if as_json else _note, trust=run.trust)
     path = library or paths.library_file(spec.name)
     if not path.exists():
-        raise UserError(f"{path}: no such library file")
+        raise UserError(f"{path}: no such library file" + ("" if library else _made_by(source)))
     store = _store(path)
     tracking = tracker(run.track, spec.name)
     if from_trials:

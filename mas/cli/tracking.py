@@ -24,7 +24,8 @@ Track = Annotated[
     Optional[Literal["mlflow"]],  # noqa: UP045 (typer reads the annotation)
     typer.Option(
         "--track",
-        help="Log the run to MLflow (the mlflow extra): to MAS_TRACKING_URI, else MLFLOW_TRACKING_URI, else ./mlruns.",
+        help="Log the run to MLflow (the mlflow extra): to MAS_TRACKING_URI, else MLFLOW_TRACKING_URI, else "
+        "mlruns/ in MAS_HOME (or the current folder).",
         show_default=False,
     ),
 ]
