@@ -101,7 +101,7 @@ def to_task(record: object, where: str, *, fields: Fields = Fields(), line: int 
         record = {**record, "id": line}
     return Task(
         id=text_field(record, "id", where, numbers=True),
-        question=text_field(record, fields.question, where, numbers=False),
+        question=text_field(record, fields.question, where, numbers=False, flag="--question-field"),
         answer=last_boxed(answer_field(record, where, fields.answer)),
         level=level_field(record, where),
         aliases=aliases_field(record, where),
@@ -109,10 +109,11 @@ def to_task(record: object, where: str, *, fields: Fields = Fields(), line: int 
     )
 
 
-def text_field(record: dict, name: str, where: str, *, numbers: bool) -> str:
-    """A required non-empty string; an integer is accepted (as text) when ``numbers``."""
+def text_field(record: dict, name: str, where: str, *, numbers: bool, flag: str | None = None) -> str:
+    """A required non-empty string; an integer is accepted (as text) when ``numbers``. ``flag``:
+    the option that names the field otherwise."""
     if name not in record:
-        raise UserError(f"{where}: missing field {name!r}")
+        raise _missing(record, name, where, flag)
     value = record[name]
     if numbers and isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -124,10 +125,18 @@ def text_field(record: dict, name: str, where: str, *, numbers: bool) -> str:
     return value
 
 
+def _missing(record: dict, name: str, where: str, flag: str | None) -> UserError:
+    """A task file whose records name their fields otherwise (a Hugging Face export: ``problem``,
+    ``solution``): the fields it has, and the option that names one."""
+    has = ", ".join(repr(k)[:40] for k in list(record)[:8]) + (", ..." if len(record) > 8 else "")
+    names = f"; {flag} names another" if flag else ""
+    return UserError(f"{where}: missing field {name!r} (the record has {has or 'none'}{names})")
+
+
 def answer_field(record: dict, where: str, name: str = "answer") -> str:
     """The ground truth as text; numbers are common in the wild and become strings."""
     if name not in record:
-        raise UserError(f"{where}: missing field {name!r}")
+        raise _missing(record, name, where, "--answer-field")
     value = record[name]
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)

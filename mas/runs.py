@@ -103,7 +103,8 @@ def read_settings(run_dir: Path) -> dict | None:
     path = run_dir / "run.json"
     existing = next((p for p in [run_dir, *run_dir.parents] if p.exists()), None)
     if existing is not None and not existing.is_dir():
-        raise UserError(f"{run_dir}: {existing} is not a folder (--run-dir names a run folder, new or to resume)")
+        what = "a file" if existing == run_dir else f"inside {existing}, a file"
+        raise UserError(f"{run_dir}: {what}, not a folder (--run-dir names a run folder, new or to resume)")
     if not path.exists():
         if run_dir.is_dir() and any(run_dir.iterdir()):
             raise UserError(f"{run_dir}: not a run folder (it holds other files but no run.json); use a new --run-dir")

@@ -161,9 +161,10 @@ def test_hugging_face_fields_are_mapped_and_a_boxed_solution_is_read(tmp_path: P
     path = write(tmp_path / "hf.jsonl", json.dumps(record))
     [task] = load_jsonl(path, fields=Fields(question="problem", answer="solution"))
     assert task == Task(id="1", question=record["problem"], answer="\\frac{3}{4}")
-    with pytest.raises(UserError, match=r"hf\.jsonl:1: missing field 'question'"):
+    with pytest.raises(UserError, match=r"hf\.jsonl:1: missing field 'question' \(the record has 'problem', "
+                       r"'solution'.*; --question-field names another\)"):  # fmt: skip
         load_jsonl(path)
-    with pytest.raises(UserError, match="missing field 'answer_text'"):
+    with pytest.raises(UserError, match="missing field 'answer_text' .*; --answer-field names another"):
         load_jsonl(path, fields=Fields(question="problem", answer="answer_text"))
 
 

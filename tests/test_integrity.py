@@ -141,7 +141,10 @@ def test_a_library_that_breaks_an_invariant_is_refused_with_one_line(case, comma
     path.write_text(text)
     args = ["library", "show", path] if command == "show" else ["library", "rollback", path, "solver", "1"]
     line = refused(args, message, tmp_path, capsys, monkeypatch)
-    assert "lib.json" in line and "mas library recover" in line
+    assert "lib.json" in line and "no backup to restore" in line  # `mas library recover` would refuse too
+    path.with_name("lib.json.bak").write_text(text)
+    line = refused(args, message, tmp_path, capsys, monkeypatch)
+    assert f"mas library recover {path}` to restore the backup" in line
 
 
 # -- A. ... the step logs and the journal -------------------------------------------------------

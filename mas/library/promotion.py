@@ -99,7 +99,7 @@ def _promotions(heads, tallies, own, policy, same: Same, roles: list[str]) -> li
                     lessons=merged,
                     evidence=evidence,
                     roles=helped,
-                    reason=f"shown to help {len(helped)} roles ({', '.join(helped)})",
+                    reason=f"shown to help {len(helped)} role{'s' * (len(helped) != 1)} ({', '.join(helped)})",
                 )  # fmt: skip
             )
     return moves

@@ -75,7 +75,7 @@ def markdown(
 
 _LEGEND = (
     "_Evidence: per role, the change in the team's success when the lesson is in that role's prompt, "
-    "from randomized exposure within groups of the same task, with its confidence bounds [low, high] "
+    "from randomized exposure within groups of the same task, with its 90% confidence bounds [low, high] "
     "and the number of tasks; n/a: too few tasks for a bound._"
 )
 

@@ -65,7 +65,11 @@ def _dumps(data: Any) -> str:
 
 def _corrupt(path: Path, reason: str) -> CorruptLibrary:
     reason = " ".join(reason.split())
-    hint = f"run `mas library recover {path}` to restore the backup ({path}.bak), or restore it from git"
+    hint = (
+        f"run `mas library recover {path}` to restore the backup ({path}.bak), or restore it from git"
+        if Path(f"{path}.bak").is_file()
+        else "there is no backup to restore: restore it from git, or move it aside to start a new library"
+    )
     error = CorruptLibrary(f"{path}: not a valid library file ({reason}); {hint}")
     error.reason = reason
     return error

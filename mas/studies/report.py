@@ -39,7 +39,7 @@ from mas.types.rollouts import Rollout
 
 HEADING = "# Training report"
 PLOTS = {
-    "reward": "Accuracy per epoch",
+    "reward": "Mean reward per epoch",
     "library": "Library size per role",
     "tool_calls": "Tool calls per role",
     "promotions": "Promotion timeline",
@@ -280,7 +280,7 @@ def _plot_reward(runs: list[Run]):
     for run in runs:
         ax.plot(run.epochs, [_reward(run, e) for e in run.epochs], marker="o", label=run.label)
     ax.set_ylim(-0.02, 1.02)
-    _epoch_axis(ax, "Training accuracy per epoch", "mean reward", sorted({e for r in runs for e in r.epochs}))
+    _epoch_axis(ax, "Mean training reward per epoch", "mean reward", sorted({e for r in runs for e in r.epochs}))
     return fig
 
 
