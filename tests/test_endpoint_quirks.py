@@ -225,3 +225,15 @@ def test_think_blocks_in_the_content_are_thoughts(fault_server, tmp_path, capsys
     assert rollouts and all(r["answer"] != "987654" for r in rollouts)
     kept = [r for r in records if r["kind"] in ("rollout", "summary", "advantage", "edit")]  # not the raw replies
     assert "987654" not in json.dumps(kept) and "987654" not in (tmp_path / "lib.json").read_text()
+
+
+def test_eval_says_how_many_rollouts_failed(fault_server, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """A server that fails part of the calls (not its setup) left a Mean@k lowered by rollouts
+    scored 0 for the endpoint's faults, and nothing in the table said so."""
+    fault_server.configure({"500": 0.5}, seed=3)
+    args = ["eval", "maths", "--tasks", "4", "--k", "2", "--no-library", "--retries", "0", "--model", "openai:m"]
+    code, out, err = cli([*args, "--base-url", fault_server.url, *run_dir(tmp_path)], capsys, monkeypatch)
+    assert code == 0, err
+    [line] = [line for line in out.splitlines() if "rollouts failed" in line]
+    assert line.startswith("none: ") and line.endswith("each scored 0") and " of 8 rollouts failed (" in line, line
+    assert "(EndpointError " in line, line  # the agent's error, not the RuntimeError autogen's team wraps it in

@@ -16,6 +16,7 @@ def print_eval(spec, results, *, labels, config, price, stopped, run_dir, as_jso
     from rich.table import Table
 
     from mas.cost import stage_costs
+    from mas.studies.by_kind import failed_rollouts
     from mas.studies.evaluate import compare
 
     if as_json:
@@ -37,6 +38,9 @@ def print_eval(spec, results, *, labels, config, price, stopped, run_dir, as_jso
     out.print(table)
     tasks = len(results[0].tasks) if results else 0
     out.print(f"{tasks} held-out tasks ({spec.split}), k={config.k}; per rollout; [95% bootstrap interval over tasks]")
+    for label, r in zip(labels, results, strict=True):
+        if failed := failed_rollouts(r.calls, len(r.tasks) * config.k):
+            out.print(f"{label}: {failed}, each scored 0", markup=False, highlight=False)
     if stopped:
         out.print(f"stopped early: {stopped}", markup=False, highlight=False)
     out.print(f"run in {run_dir}", markup=False, highlight=False)

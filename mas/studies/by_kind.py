@@ -13,7 +13,7 @@ import re
 from collections import Counter
 
 from mas.types.lessons import Rejected
-from mas.types.reports import StepReport
+from mas.types.reports import StageCount, StepReport
 
 _ID = re.compile(r"\b[A-Za-z0-9_][A-Za-z0-9_.-]*/\d{4,9}\b")
 _DETAIL = re.compile(r" \(|: | '|\"")
@@ -85,6 +85,16 @@ def failed_line(steps: list[StepReport]) -> str:
         kinds = ", ".join(f"{k}: {n}" for k, n in sorted(faults.items()))
         parts.append(f"endpoint faults {kinds} ({count(retries, 'retry', 'retries')} in all)")
     return "failed: " + (", ".join(parts) if parts else "nothing")
+
+
+def failed_rollouts(calls: dict[str, StageCount], total: int) -> str:
+    """An evaluation's failed rollouts by kind, "" for none: each scored 0, so a Mean@k of a run
+    whose endpoint failed mid-way read as the team's own score."""
+    tally = calls.get("rollout")
+    if tally is None or not tally.failures:
+        return ""
+    kinds = _kinds_of(tally.kinds, tally.failures)
+    return f"{tally.failures} of {total} rollouts failed ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})"
 
 
 def _kinds(refused: list[Rejected], noun: str) -> str:

@@ -10,6 +10,7 @@ its own and throws it away.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any, NamedTuple
 
@@ -151,6 +152,8 @@ async def run_rollout(
 
 
 GRACE = 0.5
+_WRAPPED = re.compile(r"[A-Z]\w*(?:Error|Exception): ")
+"""How autogen's team words an agent's error it re-raises as a RuntimeError: ``EndpointError: ...``."""
 """Seconds a cancelled team gets to wind down before the rollout returns without it."""
 
 
@@ -186,7 +189,10 @@ async def _run(team: BaseGroupChat, question: str, timeout: float) -> tuple[list
         return messages, f"timeout after {timeout:g} s"
     exc = runner.exception()
     if exc is not None:
-        return messages, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        said = str(exc).splitlines()[0] if str(exc) else ""
+        if type(exc) is RuntimeError and _WRAPPED.match(said):  # autogen's team re-raises an agent's error so
+            return messages, said
+        return messages, f"{type(exc).__name__}: {said}"
     return messages, None
 
 
