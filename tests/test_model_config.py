@@ -249,3 +249,19 @@ async def test_a_masked_key_is_not_sent_and_a_keyless_server_works(tmp_path, fau
     await configured.client.create([UserMessage(content="What is 2 + 3?", source="user")])
     await configured.client.close()
     assert set(fault_server.keys) == {"not-needed"}
+
+
+def test_a_config_whose_server_is_not_there_stops_with_one_line(tmp_path, capsys, monkeypatch):
+    """As ``--model openai:... --base-url`` does: a config file pointing at nothing scored every
+    rollout 0 and exited 0."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    config = write(tmp_path / "model.json", OpenAIChatCompletionClient(model="gpt-4o-mini", base_url=url, api_key=KEY))
+    args = ["eval", "maths", "--model-config", config, "--tasks", "2", "--k", "1", "--no-library", "--retries", "0"]
+    code, out, err = cli([*args, "--run-dir", tmp_path / "run"], capsys, monkeypatch)
+    assert code == 2, (out, err)
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: {url}: nothing answers there"), line

@@ -161,12 +161,12 @@ class Models:
     @contextlib.asynccontextmanager
     async def open(self, **spec_options) -> AsyncIterator[tuple[ChatCompletionClient, ChatCompletionClient | None]]:
         """``(client, learner)``; ``spec_options`` go to ``open_client`` when there is no config."""
-        from mas.models.clients import open_client
+        from mas.models.clients import open_client, stopped_if_misconfigured
 
         async with contextlib.AsyncExitStack() as stack:
             for configured in (self.team, self.learner):
-                if configured is not None:
-                    stack.push_async_callback(configured.client.close)
+                if configured is not None:  # closed on the way out; a setup that fails every call stops the command
+                    await stack.enter_async_context(stopped_if_misconfigured(configured.client))
             client = self.team.client if self.team else await stack.enter_async_context(
                 open_client(self.spec, **spec_options)
             )  # fmt: skip

@@ -88,7 +88,7 @@ async def open_client(
         model = spec[len("openai:") :]
         caps = capabilities_for(model, profile(reasoning))
         client = _openai(model, url, key or KEYLESS, embedded=False, capabilities=caps, **limits)
-        async with _stopped_if_misconfigured(client):
+        async with stopped_if_misconfigured(client):
             yield client
         return
     raise UserError(f"--model {spec!r}: expected 'local', 'fake' or 'openai:MODEL'")
@@ -114,7 +114,7 @@ class Watched(Delegating):
 
 
 @contextlib.asynccontextmanager
-async def _stopped_if_misconfigured(client: Adapted) -> AsyncIterator[None]:
+async def stopped_if_misconfigured(client: Adapted) -> AsyncIterator[None]:
     """Closes ``client`` on the way out, and stops the block with a ``UserError`` (exit code 2)
     when the endpoint turns out to be set up wrong (``Adapted.on_misconfigured``): a wrong URL,
     model name or key fails every call, and a run that went on would score nothing and say so

@@ -206,6 +206,7 @@ def load_model_config(
         inner, schema_in_format=False, text_tools=False, name=name, call_timeout=call_timeout, retries=retries,
         backoff=BACKOFF, backoff_max=BACKOFF_MAX, secrets=secrets, capabilities=caps, json_mode=json_mode,
         tokenizer=spec_for_model(f"openai:{name}") if json_mode == "response_format" else "words",
+        where=str(model.config.get("base_url") or model.config.get("azure_endpoint") or ""),
     )  # fmt: skip
     return Configured(client, f"{short}:{name}", path)
 
