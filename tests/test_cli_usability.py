@@ -149,3 +149,16 @@ def test_help_names_the_scenario_argument_as_the_text_does():
     assert "train [OPTIONS] [SCENARIO]" in train
     assert "Train on the first N tasks." in train  # not "held-out ones for evaluation"
     assert "recover" in mas("library", "--help").stdout.split("Options:")[0]
+
+
+def test_eval_compare_refuses_the_library_itself_and_tells_two_files_of_one_name_apart(library, home, tmp_path):
+    """--compare with the --library file printed two identical columns; two files named
+    lib.json in two folders printed two columns both headed lib.json."""
+    done = mas("eval", "maths", "--model", "fake", "--tasks", "2", "--library", str(library), "--compare", str(library))
+    one_line_exit_2(done, "the library evaluated already")
+    other = tmp_path / "other" / "lib.json"
+    other.parent.mkdir()
+    shutil.copy(library, other)
+    done = mas("eval", "maths", "--model", "fake", "--tasks", "2", "--k", "1", "--library", str(library),
+               "--compare", str(other), columns=200)  # fmt: skip
+    assert f"{library.parent.name}/lib.json" in done.stdout and "other/lib.json" in done.stdout, done.stdout

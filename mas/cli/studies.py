@@ -110,7 +110,7 @@ def eval_command(
             return await _evaluations(study, plan, len(scored), as_json), study.stopped
 
     results, stopped = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
-    labels = [Path(str(path)).name if path else "none" for _, path, _, _ in plan][: len(results)]
+    labels = _labels([path for _, path, _, _ in plan])[: len(results)]
     logged = params(spec, clients.label, libraries=[str(path or "none") for _, path, _, _ in plan], config=config)
     log_eval(tracking, labels=labels, results=results, params=logged, run_dir=run_dir)
     print_eval(
@@ -127,6 +127,8 @@ def _libraries(library, compare, no_library, name, as_json, made_by="") -> list[
     given += [("compare", compare, True)] if compare is not None else []
     found = []
     for key, path, named in given:
+        if key == "compare" and found and path.resolve() == found[0][1].resolve():
+            raise UserError(f"--compare {path}: the library evaluated already; compare another file")
         if path.exists():
             found.append((key, path))
         elif named:
@@ -134,6 +136,14 @@ def _libraries(library, compare, no_library, name, as_json, made_by="") -> list[
         elif not as_json:
             _note(f"no library at {path} yet{made_by}: the team is scored without lessons only")
     return found
+
+
+def _labels(paths: list[Path | None]) -> list[str]:
+    """Each column's name: the file's name, with its folder when two files share a name."""
+    names = [Path(str(p)).name if p else "none" for p in paths]
+    return [
+        f"{Path(str(p)).parent.name}/{name}" if p and names.count(name) > 1 else name for p, name in zip(paths, names)
+    ]
 
 
 def _made_by(source: SourceFlags) -> str:
