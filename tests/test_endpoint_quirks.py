@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from mas.cli.main import main
+from tests import inprocess
 from tests.fault_server import fault_server  # noqa: F401  (a fixture)
 
 EVAL = ["eval", "maths", "--tasks", "2", "--k", "1", "--no-library", "--retries", "1"]
@@ -27,18 +27,11 @@ THOUGHT = "<think>\nLet me see: {a} + {b}... ANSWER: 987654. Hmm, no.\n</think>\
 
 
 def cli(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
     # The loopback servers' own complaints (a connection the stopped client reset) are not mas's.
     monkeypatch.setattr(socketserver.BaseServer, "handle_error", lambda self, request, address: None)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("MAS_BASE_URL", raising=False)
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return inprocess.cli(args, capsys, monkeypatch)
 
 
 def refused(args, capsys, monkeypatch) -> str:

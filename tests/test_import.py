@@ -6,32 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from mas import paths
-from mas.cli.main import main
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.types.lessons import Lesson, Version
 from tests.attacks import ATTACKS, HARMLESS, hand_written, leaked
+from tests.inprocess import cli
 
 UNITS = "When quantities have units, convert them to the same unit before adding."
 CHECK = "When checking an answer, recompute the last step from the numbers in the question."
-
-
-def cli(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def snapshot(folder: Path) -> dict:

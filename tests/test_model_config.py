@@ -5,7 +5,6 @@ and a bad file refused with one line naming it (and its field), exit 2, nothing 
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import yaml
@@ -13,12 +12,12 @@ from autogen_core.models import CreateResult, RequestUsage, UserMessage
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 from mas import paths
-from mas.cli.main import main
 from mas.errors import EndpointError
 from mas.models.config_file import load_model_config
 from mas.models.endpoint import Adapted
 from mas.models.fake import FAKE_INFO
 from mas.models.wrappers import Delegating
+from tests.inprocess import cli
 
 KEY = "sk-config-file-secret-0123456789"
 
@@ -27,17 +26,6 @@ KEY = "sk-config-file-secret-0123456789"
 def quick_backoff(monkeypatch):
     monkeypatch.setattr("mas.models.config_file.BACKOFF", 0.05)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-
-
-def cli(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def steps(run) -> list[dict]:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
 
-from mas.cli.main import main
 from mas.models.capabilities import REASONING, STANDARD, capabilities_for
+from tests.inprocess import cli
 
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)(?!-chat)")
 THOUGHT = "Thinking it over, the answer could be 987654. ANSWER: 987654"
@@ -49,17 +48,6 @@ def endpoint(fault_server, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # servers that need no key
     monkeypatch.delenv("MAS_BASE_URL", raising=False)
     return fault_server
-
-
-def cli(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mas", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def train(tmp_path, extra, capsys, monkeypatch):

@@ -8,31 +8,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 
 import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 import mas
-from mas.cli.main import main
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.team.scenario import Role
 from tests.attacks import ATTACKS, HARMLESS, MISSED, hand_written, leaked
+from tests.inprocess import cli
 
 TASK = "A train travels at 60 km per hour for 3 hours. How far does it go?"
-
-
-def cli(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,12 @@ from autogen_core.tools import FunctionTool
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 import mas
-from mas.cli.main import main
 from mas.errors import UserError
 from mas.meter import Meter
 from mas.team.rollout import run_rollout
 from mas.team.teamfile import load_team
 from mas.types.tasks import Task
+from tests.inprocess import cli
 
 
 def calculator(expression: str) -> str:
@@ -88,17 +87,6 @@ def files(tmp_path, fault_server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-key")  # the dump writes "**********" for the key
     monkeypatch.setenv("MAS_TRUST", "autogen_core.tools.FunctionTool")  # our own file: its tool's code may run
     return {"team": team, "tasks": tasks, "model": model, "server": fault_server, "tmp": tmp_path}
-
-
-def cli(args, capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mas", *map(str, args)])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def journal(run: Path) -> list[dict]:
