@@ -10,6 +10,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 import mas
 
 ROLES = {"writer": "You are the writer. Draft the answer.", "reviewer": "You are the reviewer. Check it."}
+UNITS = "When quantities have units, convert them to the same unit before adding them."
 TASKS = [mas.Task(id=f"t{i}", question=f"What is {i} + 1?", answer=str(i + 1)) for i in range(10)]
 
 
@@ -225,3 +226,17 @@ def test_the_evidence_of_a_library_file_is_public(tmp_path):
     assert {role for role, _ in found} <= {"planner", "solver", "verifier", "global"}
     with pytest.raises(mas.UserError, match="no such library file"):
         mas.evidence(tmp_path / "missing.json")
+
+
+def test_system_message_takes_a_library_store_composed_as_trained(tmp_path):
+    """The README's inference line passed ``budget=store.composition()``, which is None for a
+    library that was never trained, and ``system_message`` failed on None."""
+    solver = mas.load_scenario("maths").role("solver")
+    store = mas.LibraryStore(tmp_path / "lib.json")
+    store.commit(
+        [mas.Version(library="solver", number=1, next_id=2, lessons=[mas.Lesson(id="solver/0001", text=UNITS)])]
+    )
+    assert store.composition() is None
+    assert UNITS in mas.system_message(solver, store, task="What is 3 m + 20 cm?")
+    assert mas.system_message(solver, store, task="x") == mas.system_message(solver, store.heads(), task="x")
+    assert mas.system_message(solver, store.heads(), budget=None) == mas.system_message(solver, store.heads())

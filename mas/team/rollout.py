@@ -27,6 +27,7 @@ from autogen_core.models import ChatCompletionClient
 
 from mas.library.exposure import RoleExposure
 from mas.library.inject import role_block
+from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.wrappers import QUEUED, Queued, Seeded
 from mas.team.scenario import Role, Scenario
@@ -64,9 +65,15 @@ def compose(
     return Prompt(text, block.shown, list(exposure.randomized), exposure.chance, exposure.classes)
 
 
-def system_message(role: Role, heads: dict[str, Version], *, task: str | None = None, budget: Budget = Budget()) -> str:
-    """The system message ``role`` gets for ``task`` with the libraries ``heads``."""
-    return compose(role, heads, task=task, budget=budget).text
+def system_message(
+    role: Role, heads: dict[str, Version] | LibraryStore, *, task: str | None = None, budget: Budget | None = None
+) -> str:
+    """The system message ``role`` gets for ``task`` with the libraries ``heads``: their latest
+    versions when it is a ``LibraryStore``, composed as they were trained (as ``LessonMemory``
+    composes them) unless ``budget`` says otherwise; ``Budget()``'s defaults for a dict."""
+    if isinstance(heads, LibraryStore):
+        budget, heads = budget or heads.composition(), heads.heads()
+    return compose(role, heads, task=task, budget=budget or Budget()).text
 
 
 def build_team(
