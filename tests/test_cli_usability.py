@@ -83,14 +83,14 @@ def test_a_missing_library_says_which_command_writes_it(home):
     """Before any ``mas train``, the library commands and the studies name the command that
     makes the library they looked for."""
     for args in (["library", "show", "maths"], ["promote", "maths"], ["transfer", "maths", "--model", "fake"]):
-        one_line_exit_2(mas(*args), "no such library file (mas train maths writes it)")
+        one_line_exit_2(mas(*args), "no such library file (mas train maths writes it with its first lesson)")
     assert not (home / "runs").exists() and not (home / "libraries").exists()
 
 
 def test_eval_before_train_says_which_command_writes_the_library(home):
     done = mas("eval", "maths", "--model", "fake", "--tasks", "2")
     assert done.returncode == 0, done.stderr
-    assert "(mas train maths writes it)" in done.stdout
+    assert "(mas train maths writes it with its first lesson)" in done.stdout
 
 
 def test_eval_refuses_no_library_with_library(library, home):

@@ -293,7 +293,7 @@ def store_of(which: str) -> LibraryStore:
 
     path = library_path(which)
     if not path.exists():
-        made_by = f" (mas train {which} writes it)" if path != Path(which) else ""
+        made_by = f" (mas train {which} writes it with its first lesson)" if path != Path(which) else ""
         raise UserError(f"{path}: no such library file{made_by}")
     if path.is_dir():
         raise UserError(f"{path}: a folder, not a library file")

@@ -150,8 +150,8 @@ def _made_by(source: SourceFlags) -> str:
     """Which command writes the default library a study did not find: a new user's first
     ``mas eval`` or ``mas transfer`` may come before any ``mas train``."""
     if source.team is not None or source.scenario is None:
-        return " (mas train with the same --team writes it)"
-    return f" (mas train {source.scenario} writes it)"
+        return " (mas train with the same --team writes it with its first lesson)"
+    return f" (mas train {source.scenario} writes it with its first lesson)"
 
 
 def _store(path: Path):
