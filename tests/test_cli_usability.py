@@ -162,3 +162,12 @@ def test_eval_compare_refuses_the_library_itself_and_tells_two_files_of_one_name
     done = mas("eval", "maths", "--model", "fake", "--tasks", "2", "--k", "1", "--library", str(library),
                "--compare", str(other), columns=200)  # fmt: skip
     assert f"{library.parent.name}/lib.json" in done.stdout and "other/lib.json" in done.stdout, done.stdout
+
+
+def test_a_step_line_counts_edits_in_the_singular():
+    from mas.cli.commands import _step_line
+    from mas.types.reports import StepReport
+
+    report = StepReport(epoch=0, step=0, task_ids=["a"], groups=1, informative=1, mean_reward=0.5,
+                        applied={"solver": 1, "planner": 2}, rejected={})  # fmt: skip
+    assert "solver 1 edit, planner 2 edits," in _step_line(report)

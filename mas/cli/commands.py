@@ -171,12 +171,10 @@ def _eval_command(scenario: str, library: Path | None, model: str | None) -> str
     return shlex.join(words) + "   # Mean@k on held-out tasks, without and with the lessons"
 
 
-def _edits(n: int) -> str:
-    return f"{n} edit{'s' * (n != 1)}"
-
-
 def _step_line(r: StepReport) -> str:
-    applied = ", ".join(f"{k} {_edits(v)}" for k, v in r.applied.items()) or "no edits"
+    from mas.studies.by_kind import count
+
+    applied = ", ".join(f"{k} {count(v, 'edit')}" for k, v in r.applied.items()) or "no edits"
     applied += f", {r.pending} held for review" if r.pending else ""
     refused = sum(len(v) for v in r.rejected.values())
     applied += f" ({refused} refused)" if refused else ""
