@@ -12,7 +12,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mas.errors import UserError
-from mas.types.base import Settings
+from mas.types.base import Settings, first_error
 from mas.types.lessons import Budget
 
 
@@ -311,6 +311,5 @@ def given(value: object, cls: type[C], argument: str) -> C:
     try:
         return cls.model_validate(value)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, (argument, *first["loc"])))
-        raise UserError(f"{where}: {first['msg']}") from None
+        where, said = first_error(exc, argument)
+        raise UserError(f"{where}: {said}") from None

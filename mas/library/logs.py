@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mas.errors import UserError
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact, redact_data
+from mas.types.base import first_error
 from mas.types.evidence import PromotionMove
 from mas.types.refusals import QuarantineItem, RefusedEdit
 from mas.types.replies import Equivalence
@@ -341,8 +342,8 @@ def _line(item: type[Item]) -> type[_Line]:
 
 def _why(e: Exception) -> str:
     if isinstance(e, ValidationError):
-        first = e.errors()[0]
-        return f"{'.'.join(map(str, first['loc'])) or 'line'}: {first['msg']}"
+        where, said = first_error(e)
+        return f"{where or 'line'}: {said}"
     if isinstance(e, UnicodeDecodeError):
         return "not UTF-8"
     return f"not JSON: {e}" if isinstance(e, json.JSONDecodeError) else str(e)
@@ -546,6 +547,5 @@ def _judgement(where: str, record: object) -> tuple[str, Equivalence]:
     try:
         return key, Equivalence.model_validate(record.get("verdict"), strict=True)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(["verdict", *map(str, first["loc"])])
-        raise UserError(f"{where}: not a judgement ({field}: {first['msg']}); {_MEND}") from None
+        field, said = first_error(e, "verdict")
+        raise UserError(f"{where}: not a judgement ({field}: {said}); {_MEND}") from None

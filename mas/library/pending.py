@@ -32,6 +32,7 @@ from mas.library.store import LibraryStore
 from mas.paths import regular_file
 from mas.redact import redact_data, secret_in
 from mas.screen import screen, step_material
+from mas.types.base import first_error
 from mas.types.lessons import GLOBAL, REVIEW_SCHEMA, Provenance, Rejected, Version
 from mas.types.replies import AddOperation, Advantage, Operation
 from mas.types.review import Change, Decision, PendingEdit, PendingStep, Proposal
@@ -250,10 +251,9 @@ def _decision(path: Path, number: int, line: bytes) -> Decision:
     try:
         return Decision.model_validate_json(line, strict=True)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "line"
+        where, said = first_error(e)
         raise UserError(
-            f"{path}:{number}: not a review decision ({where}: {first['msg']}); mend or remove that line, "
+            f"{path}:{number}: not a review decision ({where or 'line'}: {said}); mend or remove that line, "
             "or run `mas library recover` on its library file to set it aside"
         ) from None
 

@@ -33,7 +33,7 @@ from mas.library.edits import MAX_ID
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
-from mas.types.base import INT64
+from mas.types.base import INT64, first_error
 from mas.types.lessons import GLOBAL, REVIEW_SCHEMA, Budget, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
@@ -133,9 +133,8 @@ def _validate(path: Path, docs: list[dict]) -> list[Version]:
         try:
             out.append(Version.model_validate(dict(doc), strict=True))  # strict: `true` is no number
         except ValidationError as e:
-            first = e.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise _corrupt(path, f"document {i}: {loc}: {first['msg']}") from None
+            loc, said = first_error(e)
+            raise _corrupt(path, f"document {i}: {loc}: {said}") from None
     out.sort(key=lambda v: (v.library, v.number))
     previous: Version | None = None
     for v in out:

@@ -40,6 +40,7 @@ from mas.models.capabilities import Capabilities, capabilities_for, profile
 from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Adapted
 from mas.models.tokens import spec_for_model
 from mas.providers import check, trusted
+from mas.types.base import first_error
 
 SHORT_NAMES = {
     "OpenAIChatCompletionClient": "openai",
@@ -262,6 +263,6 @@ def _masked(value: str) -> bool:
 
 
 def _field_error(exc: ValidationError, prefix: str = "") -> str:
-    first = exc.errors()[0]
-    field = prefix + ".".join(map(str, first["loc"]))
-    return f"field '{field}': {first['msg']}" if field else first["msg"]
+    where, said = first_error(exc)
+    field = prefix + where
+    return f"field '{field}': {said}" if field else said

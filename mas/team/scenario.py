@@ -33,7 +33,7 @@ from mas.domains.symbolic import extract_latex, symbolic_reward
 from mas.errors import UserError
 from mas.library.edits import strip_lesson_ids
 from mas.tools import TOOLS, isolation
-from mas.types.base import Frozen
+from mas.types.base import Frozen, first_error
 from mas.types.lessons import GLOBAL
 from mas.types.rollouts import Rollout
 from mas.types.tasks import Task
@@ -302,8 +302,8 @@ def _tasks(tasks: object, argument: str) -> list[Task]:
             try:
                 task = Task.model_validate(task)
             except ValidationError as exc:
-                first = exc.errors()[0]
-                raise UserError(f"{argument}[{i}].{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+                where, said = first_error(exc, f"{argument}[{i}]")
+                raise UserError(f"{where}: {said}") from None
         if not isinstance(task, Task):
             raise UserError(f"{argument}[{i}]: expected a mas.Task, got {type(task).__name__}")
         out.append(task)
@@ -453,6 +453,5 @@ def _validated(model, data: dict, path: Path):
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(map(str, first["loc"]))
-        raise UserError(f"{path}: field '{field}': {first['msg']}") from None
+        field, said = first_error(exc)
+        raise UserError(f"{path}: field '{field}': {said}") from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA_VERSION = 1
 
@@ -36,3 +36,10 @@ class Plain(BaseModel):
     """A model built on its first use, not on import (``mas --help`` imports them all)."""
 
     model_config = ConfigDict(defer_build=True)
+
+
+def first_error(exc: ValidationError, *prefix: str) -> tuple[str, str]:
+    """Where pydantic's first error is (``prefix`` and its location, dotted: ``config.epochs``)
+    and what it says: the one line a refusal names."""
+    first = exc.errors()[0]
+    return ".".join(map(str, (*prefix, *first["loc"]))), first["msg"]
