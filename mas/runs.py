@@ -11,8 +11,10 @@ mixing two runs in one journal would read back work done for other inputs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from mas.errors import UserError
@@ -89,6 +91,33 @@ def open_journal(run_dir: Path, settings: dict, names: dict[str, str] = NAMES) -
     if new is not None:
         start(run_dir, new)
     return Journal(run_dir / "journal.jsonl")
+
+
+@contextlib.contextmanager
+def undone_if_refused(run_dir: Path) -> Iterator[None]:
+    """A new run refused (a ``UserError``) before its journal holds a line leaves nothing behind:
+    its ``run.json`` is taken back, and the folders this command made for it. A setup that only
+    the first model calls show wrong (a model name the server lacks, nothing listening there)
+    then writes nothing, and the corrected command may use the same ``--run-dir``."""
+    new = read_settings(run_dir) is None
+    made = [p for p in [run_dir, *run_dir.parents] if not p.exists()]
+    try:
+        yield
+    except UserError:
+        if new:
+            _take_back(run_dir, made)
+        raise
+
+
+def _take_back(run_dir: Path, made: list[Path]) -> None:
+    journal = run_dir / "journal.jsonl"
+    with contextlib.suppress(OSError):
+        if journal.exists() and journal.stat().st_size:
+            return  # work was journaled: a resume reads it
+        journal.unlink(missing_ok=True)
+        (run_dir / "run.json").unlink(missing_ok=True)
+        for folder in made:
+            folder.rmdir()  # only when empty: anyone else's file stays, and its folders
 
 
 def make_folder(run_dir: Path) -> None:

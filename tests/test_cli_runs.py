@@ -66,3 +66,36 @@ def test_two_runs_in_one_second_get_two_folders(monkeypatch):
     first.mkdir(parents=True)
     second = paths.new_run_dir("maths")
     assert first.name == "maths-20260102-030405" and second.name == "maths-20260102-030405-2"
+
+
+def test_a_refused_run_takes_back_only_what_it_wrote(tmp_path):
+    """``runs.undone_if_refused``: a new run's run.json and the folders made for it go; a resumed
+    run, a journal with work in it and a folder the user made stay."""
+    import json
+
+    import pytest
+
+    from mas import runs
+    from mas.errors import UserError
+
+    def refused_after(run_dir, journal: str = ""):
+        with pytest.raises(UserError), runs.undone_if_refused(run_dir):
+            runs.start(run_dir, {"kind": "eval"})
+            if journal:
+                (run_dir / "journal.jsonl").write_text(journal)
+            raise UserError("the server has no model 'llama9'")
+
+    refused_after(tmp_path / "a" / "b" / "run")
+    assert not (tmp_path / "a").exists()
+    refused_after(tmp_path / "empty", journal="")
+    assert not (tmp_path / "empty").exists()
+    refused_after(tmp_path / "worked", journal='{"kind": "rollout"}\n')
+    assert (tmp_path / "worked" / "run.json").exists()
+    (tmp_path / "mine").mkdir()
+    refused_after(tmp_path / "mine")
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
+    resumed = tmp_path / "resumed"
+    runs.start(resumed, {"kind": "eval"})
+    with pytest.raises(UserError), runs.undone_if_refused(resumed):
+        raise UserError("no")
+    assert json.loads((resumed / "run.json").read_text()) == {"kind": "eval"}

@@ -91,6 +91,22 @@ def test_a_server_that_is_not_running(tmp_path, capsys, monkeypatch):
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     line = refused([*EVAL, "--model", "openai:llama3.2", "--base-url", url, *run_dir(tmp_path)], capsys, monkeypatch)
     assert url in line and "nothing answers there" in line and "is the server running" in line, line
+    assert not (tmp_path / "run").exists()  # refused: nothing written
+
+
+def test_a_refused_setup_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    """The model name the server lacks, with --run-dir a new folder of new folders: nothing is left,
+    and the command with the name corrected runs in that same --run-dir (run.json records the model)."""
+    body = json.dumps({"error": {"message": "The model `llama9` does not exist.", "type": "NotFoundError"}})
+    folder = tmp_path / "runs" / "first"
+    args = ["train", "maths", "--tasks", "2", "--group-size", "2", "--epochs", "1", "--retries", "0"]
+    args += ["--library", tmp_path / "lib.json", "--run-dir", folder]
+    with Canned(404, body) as canned:
+        refused([*args, "--model", "openai:llama9", "--base-url", f"{canned.root}/v1"], capsys, monkeypatch)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "lib.json").exists()
+    code, out, err = cli([*args, "--model", "fake"], capsys, monkeypatch)
+    assert code == 0, err
+    assert (folder / "journal.jsonl").stat().st_size > 0
 
 
 def test_the_stop_is_one_line_from_the_installed_command(tmp_path):
@@ -160,7 +176,20 @@ def test_a_refused_key_stops_training(fault_server, tmp_path, capsys, monkeypatc
 
 
 def train(tmp_path, server, capsys, monkeypatch, model="m"):
-    args = ["train", "maths", "--model", f"openai:{model}", "--base-url", server.url, "--tasks", "4"]
+    # One call at a time: "once refused, never sent again" is then the order the server saw them
+    # in (calls in flight when the refusal came back were sent with the field before it).
+    args = [
+        "train",
+        "maths",
+        "--model",
+        f"openai:{model}",
+        "--base-url",
+        server.url,
+        "--tasks",
+        "4",
+        "--concurrency",
+        "1",
+    ]
     args += ["--batch-size", "4", "--group-size", "2", "--epochs", "1", "--library", tmp_path / "lib.json"]
     code, out, err = cli([*args, *run_dir(tmp_path)], capsys, monkeypatch)
     assert code == 0, err

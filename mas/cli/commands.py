@@ -126,7 +126,7 @@ def train_command(
                 )  # fmt: skip
 
     with stopping(tracked):
-        result = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
+        result = interrupt.run_in(run_dir, main())
     if tracked is not None:
         tracked.stop("FINISHED", store)
     cost = f"${result.cost_usd:.4f}" if price.known else f"unknown (no price for {clients.label!r}; see --prices)"

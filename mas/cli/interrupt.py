@@ -60,6 +60,15 @@ def run(coroutine, *, resume: str = NOTHING_TO_RESUME):
         raise Interrupted(got[0] if got else signal.SIGINT, resume) from None
 
 
+def run_in(run_dir, coroutine):
+    """``run`` for the work of the run in ``run_dir``: an interruption says how to resume it, and
+    a new run refused before it journaled anything leaves no folder (``runs.undone_if_refused``)."""
+    from mas import runs
+
+    with runs.undone_if_refused(run_dir):
+        return run(coroutine, resume=f"run the same command with --run-dir {run_dir} to resume")
+
+
 def _torn_down_runtime(context: dict) -> bool:
     """autogen-core 0.7.5's runtime, stopped under a publish that a rollout's timeout
     cancelled, calls ``task_done`` on its reset queue once too often, in a task no one awaits;

@@ -109,7 +109,7 @@ def eval_command(
             )  # fmt: skip
             return await _evaluations(study, plan, len(scored), as_json), study.stopped
 
-    results, stopped = interrupt.run(main(), resume=f"run the same command with --run-dir {run_dir} to resume")
+    results, stopped = interrupt.run_in(run_dir, main())
     labels = _labels([path for _, path, _, _ in plan])[: len(results)]
     logged = params(spec, clients.label, libraries=[str(path or "none") for _, path, _, _ in plan], config=config)
     log_eval(tracking, labels=labels, results=results, params=logged, run_dir=run_dir)
@@ -226,7 +226,7 @@ def transfer_command(
         spec, run, clients=clients, heads=heads, config=config, run_dir=run_dir, library=path, price=price,
         as_json=as_json,
     )  # fmt: skip
-    result = interrupt.run(work, resume=f"run the same command with --run-dir {run_dir} to resume")
+    result = interrupt.run_in(run_dir, work)
     logged = params(spec, clients.label, libraries=[str(path)], config=config)
     log_transfer(tracking, params=logged, result=result, run_dir=run_dir)
     print_transfer(spec.role_names, result, as_json=as_json, run_dir=run_dir, price=price)
@@ -283,7 +283,7 @@ def ablate_command(
         spec, run, clients=clients, chosen=chosen, train_config=train_config, eval_config=eval_config,
         run_dir=run_dir, price=price, as_json=as_json,
     )  # fmt: skip
-    done = interrupt.run(work, resume=f"run the same command with --run-dir {run_dir} to resume")
+    done = interrupt.run_in(run_dir, work)
     logged = params(spec, clients.label, libraries=[], variants=chosen, train=train_config, eval=eval_config)
     log_ablate(tracking, params=logged, rows=done.rows, run_dir=run_dir)
     print_ablation(spec, done, tasks=tasks, test_tasks=test_tasks, k=eval_config.k, run_dir=run_dir, as_json=as_json)
