@@ -39,13 +39,17 @@ def test_a_command_that_calls_a_model_takes_every_run_flag(path, command):
     assert listed == (RUN_FLAGS if path in MODEL_COMMANDS else []), path
 
 
+OWN_HELP = {(("promote",), "--model")}
+"""A flag whose help is the command's own: ``mas promote`` judges with no model unless one is named."""
+
+
 def help_records(flags: list[str]) -> dict[str, set]:
     """The help records (help text and default) each of ``flags`` has across every command."""
     records = {}
     for path, command in ALL:
         ctx = command.context_class(command, info_name=" ".join(path))
         for param in command.params:
-            if set(param.opts) & set(flags):
+            if set(param.opts) & set(flags) and (path, param.opts[0]) not in OWN_HELP:
                 records.setdefault(param.opts[0], set()).add(param.get_help_record(ctx))
     return records
 
@@ -55,6 +59,12 @@ def test_every_run_flag_has_one_help_and_one_default():
     assert sorted(records) == sorted(RUN_FLAGS)
     assert all(len(seen) == 1 for seen in records.values()), {k: v for k, v in records.items() if len(v) > 1}
     assert "[default: 120.0]" in next(iter(records["--call-timeout"]))[1]
+
+
+def test_promote_says_it_needs_no_model():
+    text = " ".join(help_of("promote").split())
+    model = text[text.index("--model <str>") : text.index("--base-url <str>")]
+    assert model.endswith("[default: (none: only the judgements made in training)] "), model
 
 
 def test_no_command_reaches_a_model_but_through_the_run_flags():

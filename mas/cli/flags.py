@@ -234,6 +234,17 @@ def _given_as(name: str, make: type, flags: dict):
 run_flags = _given_as("run", RunFlags, FLAGS)
 """``command`` with the run flags as options after its own, given to it as one ``RunFlags`` in
 its parameter ``run``."""
+judge_flags = _given_as(
+    "run",
+    RunFlags,
+    FLAGS | {"model": (str | None, typer.Option(
+        LOCAL, "--model", callback=given, show_default="none: only the judgements made in training",
+        help="The model that judges which lessons say the same thing: local (embedded SmolLM2-135M), "
+        "openai:MODEL, or fake.",
+    ))},
+)  # fmt: skip
+"""``run_flags`` for a command that needs no model unless one is named (``mas promote``): its
+``--model`` says so instead of showing the embedded model as its default."""
 source_flags = _given_as("source", SourceFlags, SOURCE_FLAGS)
 """``command`` with the SCENARIO argument and the source flags as options after its own, given
 to it as one ``SourceFlags`` in its parameter ``source``."""

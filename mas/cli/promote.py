@@ -12,7 +12,7 @@ import math
 import typer
 
 from mas.cli import interrupt
-from mas.cli.flags import RunFlags, run_flags
+from mas.cli.flags import RunFlags, judge_flags
 from mas.cli.library import Which, out, say, store_of
 from mas.cli.options import option, settings
 from mas.cli.tracking import log_promote, tracker
@@ -23,7 +23,7 @@ app = typer.Typer(rich_markup_mode=None)
 
 
 @app.command("promote")
-@run_flags
+@judge_flags
 def promote_command(
     which: Which,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the moves and their evidence, change nothing."),
