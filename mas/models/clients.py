@@ -31,6 +31,7 @@ from mas.models.endpoint import BACKOFF, BACKOFF_MAX, CALL_TIMEOUT, RETRIES, Ada
 from mas.models.fake import FakeClient
 from mas.models.faults import http_client
 from mas.models.limiter import Limited
+from mas.models.stopping import stoppable
 from mas.models.tokens import spec_for_model
 from mas.models.wrappers import Delegating
 
@@ -121,24 +122,17 @@ async def stopped_if_misconfigured(client: Adapted) -> AsyncIterator[None]:
     only in its failure counts. The block's task is cancelled when the call that found it ran
     in another task (a rollout, a learning call), which could only count the fault; a call in
     the block's own task already raised ``EndpointError`` to its caller, which decides."""
-    task, wrong = asyncio.current_task(), []
+    async with stoppable() as stop:
 
-    def stop(line: str) -> None:
-        if not wrong and task is not None and asyncio.current_task() is not task and not task.done():
-            wrong.append(line)
-            task.cancel()
+        def misconfigured(line: str) -> None:
+            if asyncio.current_task() is not stop.task:
+                stop(UserError(line))
 
-    client.on_misconfigured = stop
-    try:
-        yield
-    except BaseException:
-        if not wrong:
-            raise
-    finally:
-        await asyncio.shield(client.close())
-    if wrong:
-        task.uncancel()
-        raise UserError(wrong[0])
+        client.on_misconfigured = misconfigured
+        try:
+            yield
+        finally:
+            await asyncio.shield(client.close())
 
 
 def _seconds(text: str, spec: str) -> float:

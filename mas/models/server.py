@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from mas.errors import Stopped, UserError
+from mas.models.stopping import Stop, stoppable
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 START_TIMEOUT = 120.0
@@ -87,31 +88,25 @@ async def serving(
     try:
         while not server.ready():
             await asyncio.sleep(POLL)
-        task, died = asyncio.current_task(), []
-        watch = asyncio.ensure_future(_watch(server.process, task, died))
-        try:
+        async with stoppable() as stop:
+            watch = asyncio.ensure_future(_watch(server.process, stop))
             yield server
-        except BaseException:
-            if not died:
-                raise
-        if died:
-            task.uncancel()
-            raise ServerStopped(
-                f"the embedded model server stopped while mas was using it ({_exit(died[0])}); "
-                "the calls under way were not recorded: the same command with the run's --run-dir resumes it"
-            )
     finally:
         if watch is not None:
             watch.cancel()
         server.stop()
 
 
-async def _watch(process: subprocess.Popen, task: asyncio.Task, died: list[int]) -> None:
-    """Cancel ``task`` when the server exits (``serving`` turns that into ``ServerStopped``)."""
+async def _watch(process: subprocess.Popen, stop: Stop) -> None:
+    """Stop ``serving``'s block with ``ServerStopped`` when the server exits."""
     while process.poll() is None:
         await asyncio.sleep(POLL)
-    died.append(process.returncode)
-    task.cancel()
+    stop(
+        ServerStopped(
+            f"the embedded model server stopped while mas was using it ({_exit(process.returncode)}); "
+            "the calls under way were not recorded: the same command with the run's --run-dir resumes it"
+        )
+    )
 
 
 class _Server:
