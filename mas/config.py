@@ -191,7 +191,8 @@ class RolloutConfig(BaseModel):
     latency (``mas.models.limiter``). Set by hand, about twice the endpoint's own slots: the
     requests waiting there keep every slot busy between calls."""
     call_timeout: float = Field(120.0, gt=0)
-    """Seconds one attempt of one model call may take before it is cut and retried."""
+    """Seconds one attempt of one model call may take before it is cut and retried (for the embedded
+    model, 900 unless given, and never retried: its server finishes the reply it was cut from first)."""
     retries: int = Field(4, ge=0)
     """Retries of a model call after a transient endpoint fault (429, 5xx, timeout, dropped
     connection, unusable body), with exponential backoff; then the call is counted and skipped."""

@@ -281,3 +281,40 @@ def test_a_cancelled_rollout_cancels_its_team(fault_server, maths):
             return left
 
     assert asyncio.run(go()) == []
+
+
+def test_the_embedded_server_is_waited_for_and_a_cut_call_not_asked_again(fault_server, monkeypatch):
+    """llama-cpp-python's server finishes a reply it was asked for after the client stopped
+    waiting: a retry queued behind the abandoned reply, was cut in turn and left it one more (a
+    step on a busy 2-core machine took 23 minutes, five attempts of one call cut at 120 s). So
+    the embedded server gets a long guard, not a deadline, and a cut call is not asked again."""
+    from contextlib import asynccontextmanager
+
+    from mas.models import clients, server
+
+    @asynccontextmanager
+    async def serving(threads=None):
+        async def died(within: float = 1.0) -> bool:
+            return False
+
+        yield SimpleNamespace(url=fault_server.url, died=died)
+
+    def adapted(client):
+        while not isinstance(client, Adapted):
+            client = client.inner
+        return client
+
+    monkeypatch.setattr(server, "serving", serving)
+    fault_server.configure({"slow": 1.0}, slow_seconds=20)
+
+    async def go():
+        async with open_client("local") as client:
+            assert adapted(client).call_timeout == clients.EMBEDDED_CALL_TIMEOUT
+        async with open_client("local", call_timeout=0.3, retries=3) as client:
+            with pytest.raises(EndpointError) as cut:
+                await client.create([UserMessage(content="What is 2 + 3?", source="user")])
+            return str(cut.value), adapted(client).counts
+
+    error, counts = asyncio.run(go())
+    assert "timeout" in error and "1 attempt)" in error, error
+    assert counts.faults == {"timeout": 1} and counts.retries == 0 and fault_server.requests == 1

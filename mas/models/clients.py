@@ -37,6 +37,10 @@ from mas.models.wrappers import Delegating
 
 KEYLESS = "not-needed"
 """The key sent to a server that needs none (the openai library insists on one)."""
+EMBEDDED_CALL_TIMEOUT = 900.0
+"""Seconds one call to the embedded server may take: a guard against a hung server, not a
+deadline. Its speed is the machine's (a slow or busy CPU takes minutes over a long reply),
+and a call cut short frees nothing: the server finishes the abandoned reply first."""
 OPEN_MODEL_INFO = ModelInfo(
     vision=False, function_calling=True, json_output=True, structured_output=False, family="unknown"
 )
@@ -55,8 +59,9 @@ async def open_client(
 ) -> AsyncIterator[ChatCompletionClient]:
     """Yield a ready client for ``spec``; anything it started is stopped on the way out.
 
-    ``call_timeout`` (seconds per attempt, default ``CALL_TIMEOUT``) and ``retries`` (after a
-    transient fault, default ``RETRIES``) apply to the HTTP specs; the fake ignores them.
+    ``call_timeout`` (seconds per attempt, default ``CALL_TIMEOUT``, for ``local``
+    ``EMBEDDED_CALL_TIMEOUT``) and ``retries`` (after a transient fault, default ``RETRIES``)
+    apply to the HTTP specs; the fake ignores them.
     ``reasoning`` says whether ``openai:MODEL`` is a reasoning model (None: by its name, see
     ``capabilities.py``). A base URL without a key is for a server that needs none."""
     limits = {
@@ -68,6 +73,8 @@ async def open_client(
         return
     if spec == "local":
         from mas.models.server import serving
+
+        limits["call_timeout"] = EMBEDDED_CALL_TIMEOUT if call_timeout is None else call_timeout
 
         async with serving(threads=threads) as server:
             # The server answers one request at a time: queue here, so that a call's deadline
@@ -168,7 +175,7 @@ def _openai(
     return Adapted(
         inner, schema_in_format=embedded, text_tools=embedded, name=model, where=url or "",
         call_timeout=call_timeout, retries=retries, backoff=BACKOFF, backoff_max=BACKOFF_MAX,
-        secrets=() if embedded else secrets_of(key, url), capabilities=capabilities,
+        timeouts_retried=not embedded, secrets=() if embedded else secrets_of(key, url), capabilities=capabilities,
         tokenizer="embedded" if embedded else spec_for_model(f"openai:{model}"),
     )  # fmt: skip
 

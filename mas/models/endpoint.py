@@ -37,7 +37,7 @@ from autogen_core import CancellationToken
 from autogen_core.models import ChatCompletionClient, CreateResult, FunctionExecutionResultMessage, LLMMessage
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from mas.errors import EndpointError
 from mas.models import texttools
@@ -99,8 +99,13 @@ class Adapted(Delegating):
         json_mode: Literal["response_format", "native"] = "response_format",
         tokenizer: str = "words",
         where: str = "",
+        timeouts_retried: bool = True,
     ):
         super().__init__(inner)
+        self.timeouts_retried = timeouts_retried
+        """False for a server that finishes a reply after mas stopped waiting for it (llama-cpp-python's,
+        for a request that does not stream): a retry would queue behind the abandoned reply and
+        be cut in turn, each attempt leaving the server one more reply to finish."""
         self.tokenizer_spec = tokenizer
         """The model's tokenizer (``mas.models.tokens``), for budgets set to ``model``."""
         self.schema_in_format, self.text_tools, self.name = schema_in_format, text_tools, name
@@ -239,7 +244,7 @@ class Adapted(Delegating):
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
-            retry=retry_if_exception_type(Transient),
+            retry=retry_if_exception(self._retried),
             wait=self._wait,
             sleep=sleep,
             before_sleep=self._count_retry,
@@ -249,7 +254,7 @@ class Adapted(Delegating):
             return await retrying(self._attempt, call, token)
         except Transient as exc:
             self.counts.failures += 1
-            attempts = self.max_retries + 1
+            attempts = retrying.statistics.get("attempt_number", self.max_retries + 1)
             self._misconfigured(exc.kind, str(exc))
             raise EndpointError(
                 f"{self.name}: {exc.kind}: {self._clean(str(exc))} (gave up after {attempts} attempt{'s' * (attempts > 1)})"
@@ -257,6 +262,9 @@ class Adapted(Delegating):
         except EndpointError as exc:
             self._misconfigured(str(exc.status or ""), exc.said)
             raise
+
+    def _retried(self, exc: BaseException) -> bool:
+        return isinstance(exc, Transient) and (self.timeouts_retried or exc.kind != "timeout")
 
     async def _attempt(
         self, call: Callable[[], Awaitable[CreateResult]], token: CancellationToken | None
