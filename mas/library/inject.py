@@ -144,7 +144,9 @@ def render_block(
     for title, lessons in parts:
         if lessons:
             shown += [lesson.id for lesson in lessons]
-            sections.append(title + "\n" + "\n".join(f"- {lesson.text}" for lesson in lessons))
+            # One line each, whatever the text holds: a line break in a lesson (a model's, a hand-edited
+            # file's) would start a line of the prompt's own, such as another heading.
+            sections.append(title + "\n" + "\n".join(f"- {' '.join(lesson.text.split())}" for lesson in lessons))
     if not sections:
         return Block("", [])
     return Block(HEADER + "\n" + "\n".join(sections), shown)

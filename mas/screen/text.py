@@ -45,6 +45,8 @@ def normalise(text: str) -> tuple[str, str | None]:
         found = "normalise: invisible Unicode tag characters"
     elif any(c in BIDI for c in text):
         found = "normalise: bidi control characters"
+    elif control := next((c for c in text if unicodedata.category(c) == "Cc" and not c.isspace()), None):
+        found = f"normalise: control characters ({control!r})"  # a terminal's escapes, NUL: no habit in words has one
     elif m := _INVISIBLE_INSIDE.search(unicodedata.normalize("NFKC", text)):
         word = re.search(rf"\w*[{ZERO_WIDTH}]+\w*", m.string[max(0, m.start() - 20) :]).group()
         found = f"normalise: zero-width characters inside words ({word!r})"
