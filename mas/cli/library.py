@@ -82,14 +82,21 @@ def library_diff(
         int | None, typer.Argument(metavar="NEW", help="New version number.", show_default="the latest")
     ] = None,
 ) -> None:
-    """What changed in ROLE's library between two versions."""
+    """What changed in ROLE's library between two versions, each change with the step (or
+    promotion, pruning, review, import, rollback) that made it."""
+    from mas.library.review import changed_by
     from mas.library.store import diff
 
     store = store_of(which)
     known(store, role)
+    older = store.version(role, old)
     newer = store.head(role, screened=False) if new is None else store.version(role, new)  # as stored
-    for line in diff(store.version(role, old), newer) or ["(no change)"]:
+    by = changed_by(store.versions(role), older, newer)
+    for line in diff(older, newer) or ["(no change)"]:
         say(line)
+        lesson = line[2:].partition(": ")[0]  # "+ solver/0003: text"
+        if lesson in by:  # on a line of its own: the lines stay readable at 80 columns
+            say(f"    by {by[lesson]}")
 
 
 @library_app.command("export")
@@ -241,27 +248,29 @@ def _source(source) -> str:
 
 def _print_rejected(store: LibraryStore, role: str | None) -> None:
     """The refused operations and edits of the log; for steps from before the log, the refused
-    edits their library versions kept."""
+    edits their library versions kept; and the held edits a review rejected (or whose text a
+    reviewer replaced), which only their versions keep."""
     from mas.library.logs import SideFiles, StepKey
-    from mas.types.refusals import RefusedEdit
 
     log = SideFiles(store.path).rejected
-    rows = [(key, item) for key, items in log.steps() for item in items]
-    logged = {key for key, _ in rows}
+    rows = [(key, item.library, item.edit, item.reason, item.stage) for key, items in log.steps() for item in items]
+    logged = {key for key, *_ in rows}
     for name in store.libraries():
         for v in store.versions(name):
             p = v.provenance
-            if p is not None and p.stage == "edit" and StepKey(p.run, p.epoch, p.step) not in logged:
-                key = StepKey(p.run, p.epoch, p.step)
-                rows += [
-                    (key, RefusedEdit(library=name, edit=r.edit, reason=r.reason, stage="edit")) for r in v.rejected
-                ]
-    rows = [(key, item) for key, item in rows if role in (None, item.library)]
+            if p is None:  # a rollback: it refuses nothing
+                continue
+            key = StepKey(p.run, p.epoch, p.step)
+            if p.stage == "edit" and key not in logged:
+                rows += [(key, name, r.edit, r.reason, "edit") for r in v.rejected]
+            elif p.stage == "review":  # the step logged what it refused, not what a review did
+                rows += [(key, name, r.edit, f"{r.reason}; held #{p.pending}", "review") for r in v.rejected]
+    rows = [row for row in rows if role in (None, row[1])]
     if not rows:
         say(f"nothing refused in {log.path}")
-    for key, item in rows:
-        say(f"[{item.library or '?'}] {_proposed(item.edit)}")
-        say(f"  refused: {item.reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {item.stage} stage)")
+    for key, library, edit, reason, stage in rows:
+        say(f"[{library or '?'}] {_proposed(edit)}")
+        say(f"  refused: {reason} (run {key.run}, epoch {key.epoch}, step {key.step}, at the {stage} stage)")
 
 
 def _proposed(edit: dict | str) -> str:

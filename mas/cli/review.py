@@ -42,7 +42,9 @@ def library_review(
     ),
     edit: int | None = typer.Option(None, "--edit", metavar="ID", help="Accept held edit ID with --text as its text."),
     text: str | None = typer.Option(None, help="The text for --edit, screened like a model's."),
-    why: str | None = typer.Option(None, help="Why: kept in the library's history (needed by --reject)."),
+    why: str | None = typer.Option(
+        None, help="Why: kept in the library's history (needed by --reject; with a --reject, for the rejections only)."
+    ),
     by: str | None = typer.Option(None, help="Who decides.", show_default="your user name"),
     decided: bool = typer.Option(False, "--decided", help="List the decided edits too, with their decisions."),
 ) -> None:
@@ -61,9 +63,10 @@ def library_review(
     if made:
         _write(store, made)
     elif sys.stdin.isatty() and sys.stdout.isatty():
-        _interactive(store, [h for h in held if h.open], who)
+        _interactive(store, [h for h in held if h.open], who, before=_rejections(held))
     else:
-        _list(store, [h for h in held if decided or h.open], waiting=sum(h.open for h in held), which=which)
+        shown = [h for h in held if decided or h.open]
+        _list(store, shown, waiting=sum(h.open for h in held), which=which, before=_rejections(held))
 
 
 def _store(which: str) -> LibraryStore:
@@ -114,7 +117,10 @@ def _decisions(store, held, *, who, accept, reject, edit, text, why) -> list[Dec
         if found is None:
             raise UserError(f"{flag} {number}: no held edit {number} in {_log(store)}")
         words = text if verdict == "edit" else None
-        made.append(_decision(heads, found, verdict, who=who, why=why or "", text=words, label=f"{flag} {number}"))
+        # a command that rejects too has its --why for the rejections (they need one): kept as the reason of an
+        # accept as well, it would put words in the reviewer's mouth ("a copy of 3" on the edit that was kept)
+        reason = "" if reject and verdict != "reject" else why or ""
+        made.append(_decision(heads, found, verdict, who=who, why=reason, text=words, label=f"{flag} {number}"))
     return made
 
 
@@ -224,12 +230,12 @@ def _log(store: LibraryStore) -> Path:
 # -- showing and asking ----------------------------------------------------------------------------
 
 
-def _list(store: LibraryStore, shown: list[Held], *, waiting: int, which: str) -> None:
+def _list(store: LibraryStore, shown: list[Held], *, waiting: int, which: str, before: dict) -> None:
     """The held edits, then how to decide them: from a script the listing is all the command
     prints, so it says which options decide."""
     effects = _effects(store)
     for held in shown:
-        _show(held, effects)
+        _show(held, effects, before)
     say(f"{waiting} held edit{'s' * (waiting != 1)} waiting for review in {_log(store)}")
     if waiting:
         say(
@@ -238,12 +244,12 @@ def _list(store: LibraryStore, shown: list[Held], *, waiting: int, which: str) -
         )
 
 
-def _interactive(store: LibraryStore, waiting: list[Held], who: str) -> None:
+def _interactive(store: LibraryStore, waiting: list[Held], who: str, *, before: dict) -> None:
     """Ask for a decision on each waiting edit; each is written as it is made."""
     effects = _effects(store)
     for number, held in enumerate(waiting, 1):
         say(f"-- {number} of {len(waiting)}")
-        _show(held, effects)
+        _show(held, effects, before)
         made = _ask(store, held, who)
         if made == "quit":
             break
@@ -292,7 +298,23 @@ def _effects(store: LibraryStore):
     return hierarchy.effects(store, PromotionPolicy())
 
 
-def _show(held: Held, effects) -> None:
+def _same(held: Held) -> tuple:
+    """What makes two held edits the same edit: the library, the operation, its lesson and text."""
+    change = held.edit.edit
+    return held.edit.library, change.op, getattr(change, "id", None), " ".join(getattr(change, "text", "").split())
+
+
+def _rejections(held: list[Held]) -> dict[tuple, tuple[Held, Decision]]:
+    """The last rejection of each edit (``_same``), with its decision. Training does not remember
+    rejections: a later step or run may hold the same edit again, and the reviewer should know."""
+    out = {}
+    for h in held:
+        if not h.open and (d := h.decision or _from_version(h)).verdict == "reject":
+            out[_same(h)] = (h, d)
+    return out
+
+
+def _show(held: Held, effects, before: dict) -> None:
     from mas.library.review import evidence
 
     e, change = held.edit, held.edit.edit
@@ -312,6 +334,11 @@ def _show(held: Held, effects) -> None:
     )
     p = held.step.provenance
     lines.append(f"  held by run {p.run}, epoch {p.epoch}, step {p.step}")
+    earlier, d = before.get(_same(held), (None, None))
+    if held.open and earlier is not None:
+        lines.append(
+            f"  the same edit was rejected before: #{earlier.edit.id} by {d.by}" + (f" ({d.why})" if d.why else "")
+        )
     if not held.open:
         d = held.decision or _from_version(held)
         lines.append(f"  {_PAST[d.verdict]} by {d.by}" + (f": {d.why}" if d.why else ""))

@@ -87,12 +87,15 @@ def _section(name, head: Version, versions: list[Version], effects, since: int |
         out += [line for lesson in head.lessons for line in _lesson(lesson, history, effects)]
         out += [] if head.lessons else ["_(no lessons)_"]
         return out + ["", f"_{_version(head)}_", ""]
-    old = next((v for v in versions if v.number == since), Version.empty(name) if since == 0 else None)
+    old = next((v for v in versions if v.number == since), Version.empty(name))  # versions chain: 0 is the empty one
     out = [f"## {name}", ""]
-    if head.number <= since:
+    if head.number == since:
         return out + [f"_no change since version {since} (now version {head.number})_", ""]
-    if old is None:  # the library started after that version number: everything is new
-        old = Version.empty(name)
+    if head.number < since:  # version numbers are each library's own: this one never had that version
+        return out + [
+            f"_no version {since}: the library is at version {head.number} (`--since 0` shows all its changes)_",
+            "",
+        ]
     before, after = {x.id: x for x in old.lessons}, {x.id: x for x in head.lessons}
     out.append(f"_version {old.number} -> {head.number}_")
     out.append("")
@@ -109,6 +112,22 @@ def _section(name, head: Version, versions: list[Version], effects, since: int |
     if out[-1] == "":
         out.append("_(no lesson changed)_")
     return out + [""]
+
+
+def changed_by(versions: list[Version], old: Version, new: Version) -> dict[str, str]:
+    """For each lesson id whose text differs between ``old`` and ``new`` (two versions of one
+    library, ``versions`` its history), the version between them that made the difference: the
+    step or pass and the version number (``run r1, epoch 0, step 2, a promotion pass (v7)``)."""
+    between = [v for v in versions if old.number < v.number <= new.number]
+    history = History.of([old, *between])
+    before, after = {x.id: x.text for x in old.lessons}, {x.id: x.text for x in new.lessons}
+    out = {}
+    for i in before.keys() | after.keys():
+        if before.get(i) != after.get(i):
+            found = history.deleted if i not in after else history.added if i not in before else history.changed
+            if (v := found.get(i)) is not None:
+                out[i] = f"{_step(v)} (v{v.number})"
+    return out
 
 
 def _lesson(lesson: Lesson, history: History, effects, *, mark: str = "") -> list[str]:

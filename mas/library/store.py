@@ -80,7 +80,7 @@ def _parse(path: Path, text: str) -> dict:
     if not text.strip():
         raise _corrupt(path, "empty file")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_once)
     except (ValueError, RecursionError) as e:  # RecursionError: nested past json's depth
         raise _corrupt(path, str(e)) from None
     ok = isinstance(data, dict) and all(
@@ -104,6 +104,18 @@ def _parse(path: Path, text: str) -> dict:
     return data
 
 
+def _once(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object whose keys are each given once. A key given twice keeps only its last
+    value, without a word: two branches that each added a version under the next document
+    number, merged by hand, would lose one branch's version (and its lessons) in silence."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f'key "{twice}" appears twice in one object (after a merge, renumber one of them)')
+    return data
+
+
 def _too_large(data: Any) -> str | None:
     """Where in ``data`` an integer lies that the file cannot be written with (orjson stops at
     64 bits: a file holding one would read, then fail at its next write), or None."""
@@ -120,13 +132,15 @@ def _too_large(data: Any) -> str | None:
 def read_versions(path: Path, text: str) -> list[Version]:
     """Every version of the library file text ``text`` (read from ``path``), validated: a
     ``CorruptLibrary`` (with its ``reason``) when it is not a library file."""
-    return _validate(path, list(_parse(path, text).get(TABLE, {}).values()))
+    return _validate(path, _parse(path, text).get(TABLE, {}))
 
 
-def _validate(path: Path, docs: list[dict]) -> list[Version]:
-    """Documents to versions: a bad or duplicated document means the file is corrupt."""
+def _validate(path: Path, docs: dict[str, dict]) -> list[Version]:
+    """Documents to versions: a bad or duplicated document means the file is corrupt. A bad
+    one is named by its key, as the file spells it: the file lists "1", "10", "2", ..., so its
+    place among them is no help to whoever mends it."""
     out: list[Version] = []
-    for i, doc in enumerate(docs, 1):
+    for i, doc in docs.items():
         schema = doc.get("schema_version")
         if isinstance(schema, int) and schema > REVIEW_SCHEMA:
             raise UserError(f"{path}: written by a newer mas (schema {schema}); upgrade mas")
@@ -134,7 +148,7 @@ def _validate(path: Path, docs: list[dict]) -> list[Version]:
             out.append(Version.model_validate(dict(doc), strict=True))  # strict: `true` is no number
         except ValidationError as e:
             loc, said = first_error(e)
-            raise _corrupt(path, f"document {i}: {loc}: {said}") from None
+            raise _corrupt(path, f'document "{i}": {loc}: {said}') from None
     out.sort(key=lambda v: (v.library, v.number))
     previous: Version | None = None
     for v in out:
@@ -268,7 +282,7 @@ class LibraryStore:
         if self._cache is not None and self._cache[0] == text:
             return list(self._cache[1])
         data = _parse(self.path, text)
-        loaded = _validate(self.path, list(data.get(TABLE, {}).values()))
+        loaded = _validate(self.path, data.get(TABLE, {}))
         self._cache = (text, loaded)
         return list(loaded)
 
@@ -467,7 +481,7 @@ class LibraryStore:
             try:
                 text = self.backup.read_text(encoding="utf-8")
                 data = _parse(self.backup, text)
-                restored = _validate(self.backup, list(data.get(TABLE, {}).values()))
+                restored = _validate(self.backup, data.get(TABLE, {}))
             except (CorruptLibrary, UnicodeDecodeError):
                 raise UserError(f"{self.path}: corrupt, and so is {self.backup}") from None
             except OSError as e:

@@ -12,7 +12,9 @@ Below it, the log of promotion passes with the evidence of each move.
 from __future__ import annotations
 
 import html
+import io
 import math
+import re
 
 import networkx as nx
 
@@ -39,9 +41,26 @@ def export(store, fmt: str, *, tasks: bool = True) -> tuple[str, nx.DiGraph]:
         events=side.usage.items() if tasks else None,
     )
     if fmt == "graphml":
-        return "\n".join(nx.generate_graphml(graph)) + "\n", graph
+        return _graphml(graph), graph
     logged = sorted([*side.promotions.steps(), *side.prunings.steps()], key=lambda pair: (pair[0].epoch, pair[0].step))
     return render(graph, logged, title=f"Usage graph of {store.path.name}"), graph
+
+
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters no XML 1.0 document can hold, even escaped as ``&#27;``."""
+
+
+def _graphml(graph: nx.DiGraph) -> str:
+    """The GraphML document, with every character XML cannot hold written as its escape
+    (``\\x1b``): a lesson or a task id may hold one (the screen lets an escape sequence pass, a
+    library file is edited by hand), and networkx writes it as it is, which no GraphML reader
+    (Gephi, yEd, networkx) then reads. None of them is part of the markup, so replacing them all
+    is safe. Written whole (``nx.generate_graphml`` splits its lines at a form feed too, and
+    joining them back would change the text)."""
+    buffer = io.BytesIO()
+    nx.write_graphml(graph, buffer)
+    text = buffer.getvalue().decode("utf-8")
+    return _NOT_XML.sub(lambda m: m[0].encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
 def render(graph: nx.DiGraph, moves: list[tuple[StepKey, list[PromotionMove]]], *, title: str) -> str:
