@@ -98,9 +98,11 @@ def to_task(record: object, where: str, *, fields: Fields = Fields(), line: int 
     if not isinstance(record, dict):
         raise UserError(f"{where}: expected a JSON object, got {json_type(record)}")
     if "id" not in record and line is not None:
-        record = {**record, "id": line}
+        task_id = str(line)  # kept out of the record: a missing field's message lists the file's own fields
+    else:
+        task_id = text_field(record, "id", where, numbers=True)
     return Task(
-        id=text_field(record, "id", where, numbers=True),
+        id=task_id,
         question=text_field(record, fields.question, where, numbers=False, flag="--question-field"),
         answer=last_boxed(answer_field(record, where, fields.answer)),
         level=level_field(record, where),

@@ -140,9 +140,29 @@ def scenario_from(
         from mas.team.teamfile import load_team  # autogen's loaders: only for a team file
 
         spec = load_team(team, tasks=tasks, reward=reward, fields=fields, test_file=test_file, trust=trust or ())
+        if spec.reward_fn is not None:
+            _try_reward(spec)
     if spec.origin and say is not None:
         say(spec.origin)
+    if not spec.held_out and say is not None:
+        say(f"{arg if arg is not None else tasks_file}: {_NONE_HELD_OUT}")
     return spec
+
+
+_NONE_HELD_OUT = (
+    "no task is held out for mas eval (a fifth of the tasks, by a hash of each id, came to none): "
+    "give a test file (--test-file)"
+)
+"""Said before training: with a handful of tasks, ``mas eval`` after it had nothing to score."""
+
+
+def _try_reward(spec: Scenario) -> None:
+    """Score the first task's own answer with the user's reward, now: one that raises or returns
+    no number stopped the run at its first scored rollout, after that step's model calls were paid
+    and its run folder written."""
+    task = next((t for t in [*spec.tasks, *spec.held_out] if t.answer is not None), None)
+    if task is not None:
+        spec.reward(task, task.answer)
 
 
 @dataclass

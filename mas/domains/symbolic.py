@@ -42,6 +42,9 @@ def symbolic_reward(task: Task, got: str | None) -> float:
         return 0.0
     if numeric_reward(task.answer, got) == 1.0:
         return 1.0
+    words = _words(task.answer)
+    if words is not None:  # sympy reads a word as a product of letters: "Mali" was "Lima", "More" was "Rome"
+        return float(_words(got) == words)
     gold = parse(f"${task.answer}$")
     for candidate in (f"${got}$", got, f"\\boxed{{{got}}}"):
         try:
@@ -50,3 +53,17 @@ def symbolic_reward(task: Task, got: str | None) -> float:
         except Exception:  # math-verify on model junk: anything can go wrong, none of it is ours
             continue
     return 0.0
+
+
+_TEXT = re.compile(r"\\(?:text|textbf|mbox|mathrm)\{(.*)\}", re.S)
+
+
+def _words(text: str) -> str | None:
+    """``text`` as plain words, casefolded with its spaces collapsed, when it is words and not
+    mathematics (a name, a place, yes or no; bare or in ``\\text{}``); else None."""
+    text = text.strip().strip("$").strip()
+    wrapped = _TEXT.fullmatch(text)
+    text = (wrapped.group(1) if wrapped else text).strip().rstrip(".").strip()
+    if not all(c.isalpha() or c in " ,.'-" for c in text) or not re.search(r"[^\W\d_]{2}", text):
+        return None
+    return " ".join(text.casefold().split())

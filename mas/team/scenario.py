@@ -133,7 +133,7 @@ def held_out(task_id: str, share: float = HELD_OUT) -> bool:
     return int(hashlib.sha256(f"held-out/{task_id}".encode()).hexdigest()[:8], 16) < share * 16**8
 
 
-def _number(value: object) -> float | None:
+def reward_number(value: object) -> float | None:
     """A reward as a float (a bool or a numpy number too); None for what is not a number."""
     if isinstance(value, (str, bytes)):
         return None
@@ -200,7 +200,7 @@ class Scenario:
         if rollout.error or task.answer is None:
             return 0.0
         got = self.reward(task, rollout.answer)
-        value = _number(got)
+        value = reward_number(got)
         if value is None:
             raise UserError(f"the reward of task {task.id!r} is {got!r} ({type(got).__name__}), expected a number")
         if not (math.isfinite(value) and abs(value) <= REWARD_MAX):
@@ -358,6 +358,12 @@ def load_scenario(
         else named and _first(d / named / "scenario.toml" for d in paths.search_path("scenarios"))
     )
     if not spec_path or not spec_path.is_file():
+        folders = [path] if path.is_dir() else [d / named for d in paths.search_path("scenarios")] if named else []
+        bare = next((f for f in folders if f.is_dir()), None)
+        if bare is not None:  # the folder is there: what it lacks says more than the list of scenarios
+            raise UserError(
+                f"unknown scenario {name_or_path!r}: {bare} has no scenario.toml (its name, roles, tasks and reward)"
+            )
         known = sorted(
             {
                 p.name
@@ -375,6 +381,12 @@ def load_scenario(
         raise UserError(
             f"{spec_path}: field 'name': {spec.name!r} is not a name (letters, digits, '-', '_' and '.', up to 64)"
         )
+    if not path.is_dir() and spec.name != name_or_path:  # found by its folder's name
+        # A copied folder whose name was left as it was trained into the other scenario's library.
+        raise UserError(
+            f"{spec_path}: field 'name' is {spec.name!r}, expected {name_or_path!r} (the folder's name, "
+            "which mas train and mas library look it up by)"
+        )
     if spec.reward not in REWARDS:
         raise UserError(f"{spec_path}: field 'reward': unknown reward {spec.reward!r} (known: {', '.join(REWARDS)})")
     folder = spec_path.parent
@@ -382,10 +394,23 @@ def load_scenario(
     tasks = load_jsonl(folder / spec.tasks, limit=limit, fields=fields)
     test_path = test_file or (folder / spec.test_tasks if spec.test_tasks else None)
     test = load_jsonl(test_path, limit=limit, fields=fields) if test_path else None
+    if test and not test_file:  # the pack's own pair of files; --test-file is checked against the library
+        _apart(tasks, test, folder / spec.tasks, test_path)
     return Scenario(
         spec.name, roles, tasks, spec.reward, test, description=spec.description or spec.name,
         split=f"test file {test_path.name}" if test_path else "",
     )  # fmt: skip
+
+
+def _apart(tasks: list[Task], test: list[Task], tasks_path: Path, test_path: Path) -> None:
+    """Refuse a test task that is also a training task: trained on, it was refused only at ``mas
+    eval``, after the training it spoilt."""
+    trained = {t.id for t in tasks}
+    both = next((t.id for t in test if t.id in trained), None)
+    if both is not None:
+        raise UserError(
+            f"{test_path}: task {both!r} is also in {tasks_path.name} (held-out tasks are never trained on)"
+        )
 
 
 def _from_jsonl(path: Path, limit: int | None, test_file: Path | None, fields: Fields) -> Scenario:
@@ -416,9 +441,11 @@ def guess_reward(tasks: list[Task]) -> tuple[str, str]:
 def load_role(name: str, *, source: Path | None = None, local: Path | None = None) -> Role:
     """The scenario's own ``roles/NAME.toml`` when it has one, else the user's, else the shipped one."""
     folders = ([local] if local else []) + paths.search_path("roles")
-    path = paths.safe_name(name) and _first(d / f"{name}.toml" for d in folders)
+    where = f"{source}: field 'roles'" if source else "role"
+    if not role_name(name):  # refused here: autogen refused it in the first rollout, with a traceback
+        raise UserError(f"{where}: {name!r} cannot name a role ({ROLE_NAMES})")
+    path = _first(d / f"{name}.toml" for d in folders)
     if not path:
-        where = f"{source}: field 'roles'" if source else "role"
         raise UserError(f"{where}: unknown role {name!r} (no {name}.toml in {', '.join(map(str, folders))})")
     role = _validated(Role, _toml(path), path)
     for tool in role.tools:
@@ -434,6 +461,15 @@ def load_role(name: str, *, source: Path | None = None, local: Path | None = Non
     return role
 
 
+ROLE_NAMES = "an agent's name: letters, digits and '_', not starting with a digit; not 'global'"
+
+
+def role_name(name: str) -> bool:
+    """Whether ``name`` can name a role: it is an autogen agent's name (a Python identifier),
+    a library's file name, and not the library every role shares."""
+    return name.isidentifier() and paths.safe_name(name) is not None and name != GLOBAL
+
+
 def _first(candidates: Iterable[Path]) -> Path | None:
     """The first candidate that exists. One that exists but is not a regular file (a folder, a
     FIFO) is refused, naming it: skipping it would silently use the next, the shipped file."""
@@ -442,7 +478,8 @@ def _first(candidates: Iterable[Path]) -> Path | None:
 
 def _toml(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        # A BOM is allowed, as in task files: Windows editors write one, and TOML refused it as a bad statement.
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
@@ -453,5 +490,9 @@ def _validated(model, data: dict, path: Path):
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        unknown = [e["loc"][0] for e in exc.errors() if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+        if unknown:  # a misspelt key is named first: "Field required" for the right one hid the typo
+            known = ", ".join(model.model_fields)
+            raise UserError(f"{path}: field '{unknown[0]}': not a field of this file (known: {known})") from None
         field, said = first_error(exc)
         raise UserError(f"{path}: field '{field}': {said}") from None

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -48,7 +49,7 @@ from mas.datasets import Fields, load_jsonl
 from mas.errors import UserError
 from mas.models.config_file import component, provider_class, read_document
 from mas.providers import check, trusted
-from mas.team.scenario import EXTRACTORS, REWARDS, Role, Scenario, guess_reward
+from mas.team.scenario import EXTRACTORS, REWARDS, Role, Scenario, guess_reward, reward_number
 from mas.types.lessons import GLOBAL
 from mas.types.tasks import Task
 
@@ -165,6 +166,8 @@ def _template(data: dict, where: str) -> tuple[dict, list[Role], list[str]]:
     for i, agent in enumerate(participants):
         roles.append(_role(agent, f"{where}: participant {i}"))
         agent_config = agent["config"]
+        schema = provider_class(component(agent, where, "agent"), where).component_config_schema
+        notes += _ignored_keys(agent_config, roles[-1].name, list(schema.model_fields))
         agent_config["model_client_stream"] = False
         kept = [m for m in agent_config.get("memory") or [] if not str(m.get("provider", "")).endswith("LessonMemory")]
         if len(kept) != len(agent_config.get("memory") or []):
@@ -202,6 +205,17 @@ def _role(agent: object, where: str) -> Role:
         tool_name = str(tool_config.get("name") or tool.get("label") or "tool")
         docs[tool_name] = str(tool_config.get("description") or tool.get("description") or tool_name)
     return Role(name=name, description=description, system_prompt=prompt, tools=list(docs), tool_docs=docs)
+
+
+def _ignored_keys(agent_config: dict, name: str, known: list[str]) -> list[str]:
+    """What autogen would silently drop from an agent's config (``known``: its class's fields): a
+    hand-edited ``system_messag`` left the role with no prompt at all, and nothing said so. A note,
+    not a refusal: a file saved by a newer autogen may hold fields this one does not know."""
+    said = []
+    for key in [k for k in agent_config if k not in known]:
+        close = difflib.get_close_matches(key, known, n=1)
+        said.append(f"{name}'s config has {key!r}, which autogen ignores" + (f" ({close[0]}?)" if close else ""))
+    return said
 
 
 def _tools(agent_config: dict) -> list[dict]:
@@ -293,15 +307,18 @@ def _checked(fn: Reward, spec: str) -> Reward:
     """``fn`` whose result must be a number: anything else stops the run with a ``UserError``."""
 
     def reward(task: Task, answer: str | None) -> float:
+        on = f"(task {task.id!r})"  # which task: a reward that fails on some answers only is found by it
         try:
             value = fn(task, answer)
         except Exception as exc:
-            raise UserError(f"--reward {spec!r} raised {type(exc).__name__}: {exc}") from None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise UserError(f"--reward {spec!r} returned {type(value).__name__}, expected a number")
-        if not math.isfinite(value):
-            raise UserError(f"--reward {spec!r} returned {value}, expected a finite number")
-        return float(value)
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise UserError(f"--reward {spec!r} raised {type(exc).__name__}: {first} {on}") from None
+        number = reward_number(value)  # a bool or a numpy number too, as a custom_scenario's reward
+        if number is None:
+            raise UserError(f"--reward {spec!r} returned {type(value).__name__}, expected a number {on}")
+        if not math.isfinite(number):
+            raise UserError(f"--reward {spec!r} returned {number}, expected a finite number {on}")
+        return number
 
     return reward
 
