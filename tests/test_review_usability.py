@@ -119,9 +119,7 @@ def test_graphml_reads_back_whatever_a_lesson_holds(tmp_path):
     done = mas("graph", "export", str(path), "--format", "graphml")
     assert done.returncode == 0, done.stderr
     graph = nx.read_graphml(SideFiles(path).graph("graphml"))
-    assert (
-        graph.nodes["lesson:solver/0001"]["text"] == "When adding, carry\\x0b the tens\\x0c before the units digit."
-    )
+    assert graph.nodes["lesson:solver/0001"]["text"] == "When adding, carry\\x0b the tens\\x0c before the units digit."
 
 
 # -- what was refused ------------------------------------------------------------------------------
