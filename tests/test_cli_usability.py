@@ -171,3 +171,30 @@ def test_a_step_line_counts_edits_in_the_singular():
     report = StepReport(epoch=0, step=0, task_ids=["a"], groups=1, informative=1, mean_reward=0.5,
                         applied={"solver": 1, "planner": 2}, rejected={})  # fmt: skip
     assert "solver 1 edit, planner 2 edits," in _step_line(report)
+
+
+def test_the_next_eval_reads_the_tasks_as_training_did(tmp_path):
+    """After `mas train hf.jsonl --question-field problem --answer-field solution --test-file ...`,
+    the suggested `mas eval hf.jsonl` failed on the first task ("missing field 'question'"), or
+    scored a split of the training file instead of the test file: the hint now carries them."""
+    import json
+    import shlex
+
+    def tasks(path, first, n):
+        rows = [{"problem": f"What is {i} + {i}?", "solution": f"\\boxed{{{2 * i}}}"} for i in range(first, first + n)]
+        path.write_text("".join(json.dumps({"id": f"t{i}", **r}) + "\n" for i, r in enumerate(rows, first)))
+        return path
+
+    train_file, test_file = tasks(tmp_path / "hf.jsonl", 1, 12), tasks(tmp_path / "test.jsonl", 100, 3)
+    args = ["--question-field", "problem", "--answer-field", "solution", "--test-file", str(test_file)]
+    args += ["--model", "fake", "--library", str(tmp_path / "lib.json"), "--run-dir", str(tmp_path / "run")]
+    done = mas("train", str(train_file), *args)
+    assert done.returncode == 0, done.stderr
+    hint = next(line for line in done.stdout.splitlines() if line.startswith("next: "))
+    words = shlex.split(hint.removeprefix("next: ").partition("   #")[0])
+    assert words[:3] == ["mas", "eval", str(train_file)], words
+    done = mas(*words[1:], "--k", "1", "--run-dir", str(tmp_path / "eval"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert all(len(column["tasks"]) == 3 for column in json.loads(done.stdout)), (
+        done.stdout
+    )  # the test file's, not a split of the training file's

@@ -253,3 +253,12 @@ def test_a_config_whose_server_is_not_there_stops_with_one_line(tmp_path, capsys
     assert code == 2, (out, err)
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: {url}: nothing answers there"), line
+
+
+def test_a_config_file_saved_with_a_bom_is_read(tmp_path):
+    """Windows editors write a UTF-8 BOM; json refused it ("Unexpected UTF-8 BOM"), YAML read it as text."""
+    from mas.models.config_file import read_document
+
+    for name, body in (("m.json", '{"provider": "x", "config": {}}'), ("m.yaml", "provider: x\nconfig: {}\n")):
+        (tmp_path / name).write_text("\ufeff" + body, encoding="utf-8")
+        assert read_document(tmp_path / name, "--model-config") == {"provider": "x", "config": {}}

@@ -147,7 +147,7 @@ def train_command(
         out.print(f"no lessons yet in {store.path} (no group had both winners and losers, or no edit was valid)")
     print_lessons(result.heads)
     if learned and source.team is None and source.scenario is not None:
-        _tell(f"next: {_eval_command(source.scenario, library, run.model)}")
+        _tell(f"next: {_eval_command(source, library, run, test_file)}")
 
 
 @app.command("report")
@@ -163,11 +163,18 @@ def report_command(
     out.print(f"wrote {path}")
 
 
-def _eval_command(scenario: str, library: Path | None, model: str | None) -> str:
-    """The ``mas eval`` that scores what a training run learned: its scenario, library and model."""
-    words = ["mas", "eval", scenario]
-    words += ["--library", str(library)] if library is not None else []
-    words += ["--model", model] if model is not None else []
+def _eval_command(source: SourceFlags, library: Path | None, run: RunFlags, test_file: Path | None) -> str:
+    """The ``mas eval`` that scores what a training run learned: its scenario, library and model,
+    and how its tasks were read (with the fields' other names, or the test file, left out the
+    command failed on the first task, or scored a split of the training file)."""
+    words = ["mas", "eval", source.scenario]
+    given = {
+        "--library": library, "--test-file": test_file, "--model": run.model, "--base-url": run.base_url,
+        "--model-config": run.model_config,
+        "--question-field": source.question_field if source.question_field != "question" else None,
+        "--answer-field": source.answer_field if source.answer_field != "answer" else None,
+    }  # fmt: skip
+    words += [part for flag, value in given.items() if value is not None for part in (flag, str(value))]
     return shlex.join(words) + "   # Mean@k on held-out tasks, without and with the lessons"
 
 

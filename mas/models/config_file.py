@@ -87,7 +87,7 @@ def read_document(path: Path, flag: str) -> dict:
     if not path.is_file():
         raise UserError(f"{where}: not a file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM too: Windows editors write one
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if path.suffix.lower() in (".yaml", ".yml"):
