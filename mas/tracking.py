@@ -98,7 +98,7 @@ class Tracker:
         from mlflow.entities import Metric
 
         stamp = int(time.time() * 1000)
-        batch = [Metric(k, float(v), stamp, step) for k, v in values.items()]
+        batch = [Metric(metric_name(k), float(v), stamp, step) for k, v in values.items()]
         return self.client.log_batch(run_id, metrics=batch, synchronous=synchronous)
 
     def study(
@@ -202,6 +202,20 @@ def flat(values: dict, prefix: str = "") -> dict[str, Any]:
 def _value(v: Any) -> str:
     text = v if isinstance(v, str) else json.dumps(v)
     return text if len(text) <= MAX_PARAM else text[: MAX_PARAM - 3] + "..."
+
+
+def metric_name(name: str) -> str:
+    """``name`` as MLflow takes it, where one name it refuses loses the whole batch: a character
+    it refuses (a library file called ``other (v2).json``) becomes ``_``, and so does a part
+    that a path would read otherwise (``//``, ``.``, ``..``).
+
+    >>> metric_name("mean_at_k/other (v2).json")
+    'mean_at_k/other _v2_.json'
+    >>> metric_name("delta/../maths.json")
+    'delta/_/maths.json'
+    """
+    name = re.sub(r"[^\w./\- ]", "_", name)  # a colon too: MLflow takes none on Windows
+    return "/".join(part if part not in ("", ".", "..") else "_" for part in name.split("/"))
 
 
 def run_key(run_dir: Path) -> str:

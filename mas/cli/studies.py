@@ -111,11 +111,13 @@ def eval_command(
 
     results, stopped = interrupt.run_in(run_dir, main())
     labels = _labels([path for _, path, _, _ in plan])[: len(results)]
-    logged = params(spec, clients.label, libraries=[str(path or "none") for _, path, _, _ in plan], config=config)
-    log_eval(tracking, labels=labels, results=results, params=logged, run_dir=run_dir)
+    keys = [key for key, _, _, _ in plan][: len(results)]
     print_eval(
-        spec, results, labels=labels, config=config, price=price, stopped=stopped, run_dir=run_dir, as_json=as_json
-    )
+        spec, results, keys=keys, labels=labels, config=config, price=price, stopped=stopped, run_dir=run_dir,
+        as_json=as_json,
+    )  # fmt: skip
+    logged = params(spec, clients.label, libraries=[str(path or "none") for _, path, _, _ in plan], config=config)
+    log_eval(tracking, labels=labels, results=results, keys=keys, seed=config.seed, params=logged, run_dir=run_dir)
 
 
 def _libraries(library, compare, no_library, name, as_json, made_by="") -> list[tuple[str, Path]]:
@@ -139,10 +141,12 @@ def _libraries(library, compare, no_library, name, as_json, made_by="") -> list[
 
 
 def _labels(paths: list[Path | None]) -> list[str]:
-    """Each column's name: the file's name, with its folder when two files share a name."""
+    """Each column's name: the file's name, with its folder when two files share a name (the
+    resolved one: a bare ``maths.json`` has none as given)."""
     names = [Path(str(p)).name if p else "none" for p in paths]
     return [
-        f"{Path(str(p)).parent.name}/{name}" if p and names.count(name) > 1 else name for p, name in zip(paths, names)
+        f"{Path(str(p)).resolve().parent.name}/{name}" if p and names.count(name) > 1 else name
+        for p, name in zip(paths, names)
     ]
 
 
@@ -209,8 +213,8 @@ def transfer_command(
     tracking = tracker(run.track, spec.name)
     if from_trials:
         result = from_trials_of(spec.role_names, SideFiles(path).usage)
-        log_transfer(tracking, params=params(spec, "", libraries=[str(path)]), result=result)
         print_transfer(spec.role_names, result, as_json=as_json)
+        log_transfer(tracking, params=params(spec, "", libraries=[str(path)]), result=result)
         return
     heads = store.heads()
     config = library_config(settings(EvalConfig, k=k, tasks=tasks, seed=seed, **run.limits()), store)
@@ -227,9 +231,9 @@ def transfer_command(
         as_json=as_json,
     )  # fmt: skip
     result = interrupt.run_in(run_dir, work)
+    print_transfer(spec.role_names, result, as_json=as_json, run_dir=run_dir, price=price)
     logged = params(spec, clients.label, libraries=[str(path)], config=config)
     log_transfer(tracking, params=logged, result=result, run_dir=run_dir)
-    print_transfer(spec.role_names, result, as_json=as_json, run_dir=run_dir, price=price)
 
 
 async def _transfer(spec, run: RunFlags, *, clients, heads, config, run_dir, library, price, as_json):
@@ -284,9 +288,10 @@ def ablate_command(
         run_dir=run_dir, price=price, as_json=as_json,
     )  # fmt: skip
     done = interrupt.run_in(run_dir, work)
+    trained, scored = len(spec.tasks[:tasks]), len(spec.held_out[:test_tasks])  # the flags may ask for more
+    print_ablation(spec, done, tasks=trained, test_tasks=scored, k=eval_config.k, run_dir=run_dir, as_json=as_json)
     logged = params(spec, clients.label, libraries=[], variants=chosen, train=train_config, eval=eval_config)
     log_ablate(tracking, params=logged, rows=done.rows, run_dir=run_dir)
-    print_ablation(spec, done, tasks=tasks, test_tasks=test_tasks, k=eval_config.k, run_dir=run_dir, as_json=as_json)
 
 
 def _variants(given: str | None) -> list[str]:

@@ -12,15 +12,23 @@ from pathlib import Path
 from mas.cli.commands import err, out
 
 
-def print_eval(spec, results, *, labels, config, price, stopped, run_dir, as_json: bool) -> None:
+def print_eval(spec, results, *, keys, labels, config, price, stopped, run_dir, as_json: bool) -> None:
+    """The evaluations side by side, each with its paired changes (``evaluate.deltas``); as JSON,
+    one object per evaluation, named by its column (``label``) and journal key (``key``)."""
     from rich.table import Table
 
     from mas.cost import stage_costs
     from mas.studies.by_kind import failed_rollouts
-    from mas.studies.evaluate import compare
+    from mas.studies.evaluate import deltas
 
+    changes = deltas(results, keys, seed=config.seed)
     if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in results], indent=1))
+        named = zip(keys, labels, results, changes)
+        rows = [
+            {"key": key, "label": label, **r.model_dump(mode="json"), **{n: e.model_dump() for n, e in c.items()}}
+            for key, label, r, c in named
+        ]
+        print(json.dumps(rows, indent=1))
         if stopped:
             err.print(f"stopped early: {stopped}", markup=False, highlight=False)
         return
@@ -28,7 +36,10 @@ def print_eval(spec, results, *, labels, config, price, stopped, run_dir, as_jso
     table.add_row("injected", *(r.library for r in results))
     table.add_row(f"Mean@{config.k}", *(str(r.mean_at_k) for r in results))
     table.add_row(f"Pass@{config.k}", *(str(r.pass_at_k) for r in results))
-    table.add_row("vs none (paired)", "", *(str(compare(r, results[0], seed=config.seed)) for r in results[1:]))
+    table.add_row("vs none (paired)", *(str(c.get("vs_none", "")) for c in changes))
+    if any("vs_library" in c for c in changes):  # --compare: the A/B, on the same tasks and seeds
+        library = labels[keys.index("library")]
+        table.add_row(f"vs {library} (paired)", *(str(c.get("vs_library", "")) for c in changes))
     for role in spec.role_names:
         table.add_row(f"tool calls, {role}", *(r.tool_calls[role].format(".1f") for r in results))
     for role in spec.role_names:
@@ -53,15 +64,14 @@ def print_transfer(roles: list[str], result, *, as_json: bool, run_dir: Path | N
         print(result.model_dump_json(indent=1))
         return
     title = (
-        f"success-rate change when shown, from transfer trials over {result.tasks} tasks, 95% CI"
+        "success-rate change when shown, from transfer trials (n: the tasks of each cell's contrasts), 95% CI"
         if result.source == "trials"
         else f"Mean@{result.k} change on {result.tasks} tasks (baseline {result.baseline:.3f}), 95% CI"
     )
     table = Table("lessons of \\ into", *roles, title=title)
     for a in roles:
         cells = {c.target: c for c in result.cells if c.source == a}
-        shown = (cells.get(b) for b in roles)
-        table.add_row(a, *(f"{c.delta:+.2f} [{c.low:+.2f},{c.high:+.2f}]" if c else "-" for c in shown))
+        table.add_row(a, *(_cell(cells.get(b), trials=result.source == "trials") for b in roles))
     out.print(table)
     if price is not None and price.known:
         out.print(f"cost $ {result.cost_usd:.4f}", markup=False, highlight=False)
@@ -71,7 +81,23 @@ def print_transfer(roles: list[str], result, *, as_json: bool, run_dir: Path | N
         out.print(f"run in {run_dir}", markup=False, highlight=False)
 
 
+def _cell(c, *, trials: bool) -> str:
+    """One cell of the matrix: a change with its interval, or why there is none. A role with no
+    lessons (or none tried) gives nothing to measure: "+0.00 [+0.00,+0.00]" would read as a
+    measured null, and an estimate from one task has no interval, not one of width zero."""
+    if c is None:
+        return "-"
+    if c.lessons == 0 or c.delta is None:  # from trials: no lesson of A was ever tried on B
+        return "no trials" if trials else "no lessons"
+    n = f" n={c.tasks}" if trials and c.tasks is not None else ""
+    if c.low is None or c.high is None:
+        return f"{c.delta:+.2f} (no interval){n}"
+    return f"{c.delta:+.2f} [{c.low:+.2f},{c.high:+.2f}]{n}"
+
+
 def print_ablation(spec, done, *, tasks: int, test_tasks: int, k: int, run_dir: Path, as_json: bool) -> None:
+    """The ablation's table; ``tasks`` and ``test_tasks``: those the scenario had to give, which
+    may be fewer than asked."""
     from rich.table import Table
 
     if as_json:
@@ -85,6 +111,11 @@ def print_ablation(spec, done, *, tasks: int, test_tasks: int, k: int, run_dir: 
         delta = "" if r.variant == "no library" else str(r.delta)
         table.add_row(r.variant, str(r.mean_at_k), delta, str(r.lessons), f"{r.cost_usd:.4f}")
     out.print(table)
+    out.print(
+        f"{test_tasks} held-out tasks ({spec.split}), k={k}; per rollout; [95% bootstrap interval over tasks]; "
+        "vs no library: the paired difference on the same tasks and seeds",
+        markup=False, highlight=False,
+    )  # fmt: skip
     if done.stopped:
         out.print(f"stopped early: {done.stopped}", markup=False, highlight=False)
     out.print(f"run in {run_dir}", markup=False, highlight=False)

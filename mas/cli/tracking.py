@@ -10,6 +10,7 @@ Stage: none: the command line (tracking, beside every stage).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, Optional, get_args
@@ -74,22 +75,31 @@ def params(spec, model: str, *, libraries: list[str], **settings) -> dict:
 
 
 def log_eval(
-    tracker: Tracker | None, *, params: dict, labels: list[str], results: list, run_dir: Path | None = None
+    tracker: Tracker | None,
+    *,
+    params: dict,
+    labels: list[str],
+    results: list,
+    keys: list[str],
+    seed: int,
+    run_dir: Path | None = None,
 ) -> None:
-    """An evaluation: Mean@k, Pass@k and the paired change from no library, per library."""
+    """An evaluation: Mean@k, Pass@k and the paired changes the table prints, per library, each
+    bootstrapped with the evaluation's ``seed`` as the table's are."""
     if tracker is None:
         return
-    from mas.studies.evaluate import compare
+    from mas.studies.evaluate import deltas
 
     rows, metrics = [], {}
-    for label, r in zip(labels, results):
-        delta = compare(r, results[0], seed=params.get("seed", 0)) if r is not results[0] else None
+    for label, r, changes in zip(labels, results, deltas(results, keys, seed=seed)):
         row = {"library": label, "injected": r.library, **_estimate("mean_at_k", r.mean_at_k)}
         row.update(_estimate("pass_at_k", r.pass_at_k))
-        row.update(_estimate("delta", delta) if delta else {})
+        for name, change in changes.items():  # vs_none: "delta", as it was logged before A/B had a row
+            row.update(_estimate("delta" if name == "vs_none" else f"delta_{name}", change))
         rows.append(row)
-        metrics.update({f"{k}/{label}": v for k, v in row.items() if k in ("mean_at_k", "pass_at_k", "delta")})
-    tracker.study("eval", params=params, metrics=metrics, table=rows, text=markdown(rows), run_dir=run_dir)
+        named = ("mean_at_k", "pass_at_k", "delta", "delta_vs_library")
+        metrics.update({f"{k}/{label}": v for k, v in row.items() if k in named})
+    _study(tracker, "eval", params=params, metrics=metrics, table=rows, text=markdown(rows), run_dir=run_dir)
 
 
 def log_ablate(tracker: Tracker | None, *, params: dict, rows: list, run_dir: Path | None = None) -> None:
@@ -102,7 +112,7 @@ def log_ablate(tracker: Tracker | None, *, params: dict, rows: list, run_dir: Pa
         row.update(lessons=r.lessons, cost_usd=r.cost_usd)
         table.append(row)
         metrics.update({f"{k}/{r.variant}": row[k] for k in ("mean_at_k", "delta", "lessons", "cost_usd")})
-    tracker.study("ablate", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
+    _study(tracker, "ablate", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
 
 
 def log_transfer(tracker: Tracker | None, *, params: dict, result, run_dir: Path | None = None) -> None:
@@ -110,10 +120,12 @@ def log_transfer(tracker: Tracker | None, *, params: dict, result, run_dir: Path
     if tracker is None:
         return
     table = [c.model_dump(mode="json") for c in result.cells]
-    metrics = {f"delta/{c.source}/{c.target}": c.delta for c in result.cells}
-    metrics.update(baseline=result.baseline)
-    params = {**params, "source": result.source, "tasks": result.tasks, "k": result.k}
-    tracker.study("transfer", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
+    metrics = {f"delta/{c.source}/{c.target}": c.delta for c in result.cells if c.delta is not None}
+    params = {**params, "source": result.source, "tasks": result.tasks}
+    if result.source == "run":  # the trials have neither a baseline nor a k: their 0s are no measure
+        metrics.update(baseline=result.baseline)
+        params.update(k=result.k)
+    _study(tracker, "transfer", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
 
 
 def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: float | None) -> None:
@@ -126,7 +138,20 @@ def log_promote(tracker: Tracker | None, *, params: dict, moves: list, spent: fl
     kinds = [k for k in get_args(PromotionMove.model_fields["kind"].annotation) if k != "adopt"]  # a run's end adopts
     metrics = {f"moves/{kind}": float(sum(m.kind == kind for m in moves)) for kind in kinds}
     metrics.update({"judging_cost_usd": spent} if spent is not None else {})
-    tracker.study("promote", params=params, metrics=metrics, table=table, text=markdown(table))
+    _study(tracker, "promote", params=params, metrics=metrics, table=table, text=markdown(table))
+
+
+def _study(tracker: Tracker, kind: str, *, run_dir: Path | None = None, **logged) -> None:
+    """Log a finished study; a store that does not take it costs one line, not the study: its
+    table is printed and journaled, and the same command with its run folder logs it again."""
+    try:
+        tracker.study(kind, run_dir=run_dir, **logged)
+    except Exception as e:  # whatever MLflow raises, the study itself is done
+        from mas.redact import redact
+
+        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        again = f"; run the same command with --run-dir {run_dir} to log it again" if run_dir is not None else ""
+        print(redact(f"tracking: {tracker.uri} did not take the {kind} ({reason}){again}"), file=sys.stderr)
 
 
 def _estimate(name: str, e) -> dict[str, float]:

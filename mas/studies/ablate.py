@@ -44,6 +44,9 @@ class Row(BaseModel):
     """Paired difference from "no library"."""
     lessons: int
     cost_usd: float
+    k: int | None = None
+    tasks: int | None = None
+    """The held-out tasks scored, k rollouts each: what a script needs to read ``mean_at_k``."""
 
 
 class Ablation(BaseModel):
@@ -98,10 +101,11 @@ async def ablate(
             break
         results[name] = result
         lessons = sum(len(v.lessons) for v in (heads or {}).values())
-        delta = compare(result, results.get("no library", result))
+        delta = compare(result, results.get("no library", result), seed=eval_config.seed)  # as mas eval
         row = Row(
-            variant=name, mean_at_k=result.mean_at_k, delta=delta, lessons=lessons, cost_usd=cost + study.cost(result)
-        )
+            variant=name, mean_at_k=result.mean_at_k, delta=delta, lessons=lessons, cost_usd=cost + study.cost(result),
+            k=result.k, tasks=len(result.tasks),
+        )  # fmt: skip
         rows.append(row)
     return Ablation(rows=rows, cost_usd=study.spent, stopped=study.stopped)
 

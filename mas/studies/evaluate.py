@@ -170,6 +170,21 @@ def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> Estimate:
     return paired(a.per_task(), b.per_task(), seed=seed)
 
 
+def deltas(results: list[EvalResult], keys: list[str], *, seed: int = 0) -> list[dict[str, Estimate]]:
+    """The paired changes ``mas eval`` reports for each of its evaluations, by name: from the
+    first, without libraries (``vs_none``), and for the ``compare`` file, from the ``library``
+    one too (``vs_library``: the A/B itself, which two intervals side by side cannot give).
+    ``keys``: each evaluation's key in the study's journal (``none``, ``library``, ``compare``)."""
+    by_key = dict(zip(keys, results))
+    out = []
+    for key, result in zip(keys, results):
+        changes = {"vs_none": compare(result, results[0], seed=seed)} if key != keys[0] else {}
+        if key == "compare" and "library" in by_key:
+            changes["vs_library"] = compare(result, by_key["library"], seed=seed)
+        out.append(changes)
+    return out
+
+
 def describe(heads: dict[str, Version]) -> str:
     parts = [f"{name} v{v.number} ({len(v.lessons)})" for name, v in sorted(heads.items()) if v.lessons]
     return ", ".join(parts) or "none"

@@ -14,13 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from mas import runs
 from mas.errors import UserError
-from mas.journal import records
+from mas.journal import CorruptJournal, read_back
 from mas.studies.by_kind import failed_line, refused_line
-from mas.studies.evaluate import EvalResult
+from mas.studies.evaluate import EvalResult, compare
 from mas.types.reports import StepReport
 
 
@@ -40,12 +38,15 @@ class Study:
 
 def load(path: Path, settings: dict) -> Study:
     """Read the study in ``path`` (its ``run.json`` already read), or raise UserError naming it."""
-    try:
-        found = records(path / "journal.jsonl")[0]
-        evaluations = [(r["key"], EvalResult.model_validate(r["data"])) for r in found if r["kind"] == "evaluation"]
-    except (ValueError, KeyError, TypeError, ValidationError, OSError, RecursionError):
+    found: dict[str, EvalResult] = {}
+    try:  # each record checked as a resumed study checks it: a bad one is named by its line and field
+        for _, key, result, _ in read_back(path / "journal.jsonl", {"evaluation": EvalResult}):
+            found[key] = result
+    except CorruptJournal:
+        raise
+    except (ValueError, KeyError, TypeError, OSError, RecursionError):
         raise UserError(f"{path}: not a readable study (bad journal.jsonl)") from None
-    return Study(path, path.name, settings, evaluations)
+    return Study(path, path.name, settings, list(found.items()))
 
 
 def variant_runs(study: Study) -> list[Path]:
@@ -73,10 +74,61 @@ def section(study: Study, table) -> list[str]:
     header = ["evaluation", "injected", "Mean@k", "Pass@k", "model calls", "tokens", "failures"]
     rows = [_row(study, key, result) for key, result in study.evaluations]
     out += table(header, rows) if rows else ["_No finished evaluations._"]
+    if rows:
+        out += ["", f"Mean@k and Pass@k per rollout; [95% bootstrap interval over tasks] (seed {_seed(study)})."]
+        out += _changes(study, table)
     out += ["", "### Refused and failed, per evaluation", ""]
     kinds = [[name(study, key), *by_kind(_as_step(result))] for key, result in study.evaluations]
     out += table(["evaluation", "refused", "failed"], kinds) if kinds else ["_None._"]
     return [*out, ""]
+
+
+def _seed(study: Study) -> int:
+    seed = (study.settings.get("config") or {}).get("seed", 0)
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
+def _changes(study: Study, table) -> list[str]:
+    """The study's headline numbers, as its command prints them: the paired changes in Mean@k on
+    the same tasks and seeds (two intervals side by side cannot give them), or the transfer
+    matrix."""
+    found, seed = dict(study.evaluations), _seed(study)
+    if study.kind == "transfer":
+        return _matrix(found, seed, table)
+    base = {"eval": "none", "ablate": "no library"}.get(study.kind)
+    pairs = [(key, base) for key in found if base in found and key != base]
+    if study.kind == "eval" and "compare" in found and "library" in found:
+        pairs.append(("compare", "library"))
+    rows = [[name(study, a), name(study, b), str(compare(found[a], found[b], seed=seed))] for a, b in pairs]
+    head = ["", "### Paired changes in Mean@k", ""]
+    return head + table(["evaluation", "against", "change [95% CI]"], rows) if rows else []
+
+
+def _matrix(found: dict[str, EvalResult], seed: int, table) -> list[str]:
+    """Transfer: cell (A, B) as ``mas transfer`` prints it (``mas.studies.transfer``): B with A's
+    lessons against the current libraries, or on the diagonal, A with its lessons against none."""
+    current = found.get("current")
+    if current is None:
+        return []
+    roles = list(current.tool_calls)  # the scenario's roles, in its order
+
+    def cell(a: str, b: str) -> str:
+        other = found.get(f"{b}-" if a == b else f"{a}>{b}")
+        if other is None:
+            return "-"
+        with_, without = (current, other) if a == b else (other, current)
+        d = compare(with_, without, seed=seed)
+        return f"{d.value:+.2f} [{d.low:+.2f},{d.high:+.2f}]"
+
+    rows = [[a, *(cell(a, b) for b in roles)] for a in roles]
+    return [
+        "",
+        f"### Transfer matrix: change in Mean@k (baseline {current.mean_at_k.value:.3f}), 95% CI",
+        "",
+        *table(["lessons of \\ into", *roles], rows),
+        "",
+        "-: not evaluated (role A has no lessons, or the study stopped before it).",
+    ]
 
 
 def by_kind(step: StepReport) -> list[str]:
@@ -94,9 +146,16 @@ def name(study: Study, key: str) -> str:
         source, _, target = key.partition(">")
         return f"{target} with {source}'s lessons"
     if study.kind == "eval":
-        library = (study.settings.get("libraries") or {}).get(key)
-        return Path(library["path"]).name if isinstance(library, dict) and library.get("path") else key
+        files = {k: Path(v["path"]) for k, v in (study.settings.get("libraries") or {}).items() if _has_path(v)}
+        if key not in files:
+            return key
+        shared = sum(f.name == files[key].name for f in files.values()) > 1  # labelled as mas eval labels them
+        return f"{files[key].parent.name}/{files[key].name}" if shared else files[key].name
     return key
+
+
+def _has_path(library: object) -> bool:
+    return isinstance(library, dict) and isinstance(library.get("path"), str) and bool(library["path"])
 
 
 def _row(study: Study, key: str, result: EvalResult) -> list[str]:

@@ -45,15 +45,23 @@ class Cell(BaseModel):
     target: str
     """B: the role whose prompt gets them."""
     lessons: int
-    delta: float
-    low: float
-    high: float
+    delta: float | None
+    """None: no evidence at all (from trials: none of A's lessons was ever tried on B)."""
+    low: float | None
+    high: float | None
+    """The 95% interval; None when the evidence cannot give one (from trials: fewer than 2
+    tasks), rather than a width of zero that would claim certainty."""
+    tasks: int | None = None
+    """The tasks behind the cell: for a run, those scored (0: A has no lessons, so B's prompt is
+    unchanged and the change is 0 exactly); from trials, those of its contrasts."""
 
 
 class TransferResult(BaseModel):
-    baseline: float
+    baseline: float | None
+    """Mean@k with the current libraries; None from trials, which have no baseline."""
     tasks: int
-    k: int
+    k: int | None
+    """None from trials: they score single rollouts, not k of them."""
     cells: list[Cell]
     source: str = "run"
     """``run`` (a dedicated evaluation) or ``trials`` (the training run's randomized evidence)."""
@@ -74,10 +82,11 @@ def from_trials(
         for b in roles:
             mine = [t for (role, lesson), t in tallies.items() if role == b and lesson.startswith(f"{a}/")]
             e = evidence.pooled(b, f"{a}/*", mine, 0.025)
-            low, high = (e.lcb, e.ucb) if math.isfinite(e.lcb) else (0.0, 0.0)
-            cells.append(Cell(source=a, target=b, lessons=len(mine), delta=e.effect, low=low, high=high))
+            low, high = (e.lcb, e.ucb) if math.isfinite(e.lcb) else (None, None)
+            delta = e.effect if e.tasks else None
+            cells.append(Cell(source=a, target=b, lessons=len(mine), delta=delta, low=low, high=high, tasks=e.tasks))
     tasks = len({task for t in tallies.values() for task in t.per_task})
-    return TransferResult(baseline=0.0, tasks=tasks, k=0, cells=cells, source="trials")
+    return TransferResult(baseline=None, tasks=tasks, k=None, cells=cells, source="trials")
 
 
 async def transfer(
@@ -130,7 +139,7 @@ async def _cell(run, heads: dict[str, Version], a: str, b: str, base: EvalResult
     diagonal, A with its lessons against A without them. None when its run was not made."""
     lessons = heads[a].lessons if a in heads else []
     if not lessons:  # nothing to inject: no run needed
-        return Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0)
+        return Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0, tasks=0)
     if a == b:
         other = await run(f"{b}-", f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)})
         with_, without = base, other
@@ -140,7 +149,8 @@ async def _cell(run, heads: dict[str, Version], a: str, b: str, base: EvalResult
     if other is None:
         return None
     d = paired(with_.per_task(), without.per_task(), seed=seed)
-    return Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high)
+    tasks = len(with_.per_task().keys() & without.per_task().keys())
+    return Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high, tasks=tasks)
 
 
 def recorded(
