@@ -198,3 +198,18 @@ def test_the_next_eval_reads_the_tasks_as_training_did(tmp_path):
     assert all(len(column["tasks"]) == 3 for column in json.loads(done.stdout)), (
         done.stdout
     )  # the test file's, not a split of the training file's
+
+
+def test_lessons_no_role_of_the_team_reads_are_named(tmp_path):
+    """A team whose checker was renamed (or a library trained for another team): train said
+    "continuing ... (checker v1: 1)" and eval "injected checker v1 (1)", though no prompt shows them."""
+    lib = tmp_path / "lib.json"
+    lesson = Lesson(id="checker/0001", text=LESSON)
+    LibraryStore(lib).commit([Version(library="checker", number=1, next_id=2, lessons=[lesson])])
+    said = "lib.json: 1 lesson of checker, which no role of this team reads (its roles: planner, solver, verifier)"
+    done = mas("eval", "maths", "--model", "fake", "--tasks", "2", "--k", "1", "--library", str(lib),
+               "--run-dir", str(tmp_path / "eval"))  # fmt: skip
+    assert done.returncode == 0 and said in done.stdout + done.stderr, done.stdout
+    done = mas("train", "maths", "--model", "fake", "--tasks", "2", "--epochs", "1", "--library", str(lib),
+               "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert done.returncode == 0 and said in done.stdout + done.stderr, done.stderr

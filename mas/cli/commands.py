@@ -83,7 +83,7 @@ def train_command(
     """Train the role libraries of SCENARIO (or of an autogen --team) with Training-Free GRPO."""
     from mas import runs
     from mas.cli.progress import bars, wanted
-    from mas.cli.summary import count, failed_line, near, refused_line, starting_line
+    from mas.cli.summary import count, failed_line, near, refused_line, starting_line, unread_line
     from mas.library.store import LibraryStore
     from mas.models.wrappers import Counted
     from mas.train import check_run, train, with_tokenizer
@@ -107,6 +107,8 @@ def train_command(
     steps = config.epochs * -(-len(spec.tasks[: config.tasks]) // config.batch_size)
     tracked = training(run.track, spec.name, run_dir, steps_per_epoch=steps // config.epochs, roles=spec.role_names)
     starting = starting_line(store.path, heads, run_dir, fresh=config.fresh, steps=steps)
+    if unread := unread_line(store.path, heads, spec.role_names):
+        starting += f"\n{unread}"
 
     async def main():
         async with run.open(clients) as (client, learner), run.rollouts(clients, spec, config) as executor:

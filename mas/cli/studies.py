@@ -75,6 +75,7 @@ def eval_command(
 
     Each library is evaluated with the prompt composition it was trained with, and a task any
     of them was trained on is refused."""
+    from mas.cli.summary import unread_line
     from mas.studies import job
     from mas.studies.evaluate import check_held_out, library_config
 
@@ -93,6 +94,8 @@ def eval_command(
     for key, path in _libraries(library, compare, no_library, spec.name, as_json, _made_by(source)):
         store = _store(path)
         check_held_out(scored, store)
+        if not as_json and (unread := unread_line(path, store.heads(), spec.role_names)):
+            _note(unread)
         plan.append((key, path, store.heads(), library_config(config, store)))
     run_dir = run_dir or paths.new_run_dir(f"eval-{spec.name}")
     libraries = {key: job.library(path, heads) for key, path, heads, _ in plan}

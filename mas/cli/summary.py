@@ -10,9 +10,9 @@ from pathlib import Path
 
 from mas.studies.by_kind import count, failed_line, reason_kind, refused_line
 from mas.train import finished
-from mas.types.lessons import Version
+from mas.types.lessons import GLOBAL, Lesson, Version  # noqa: F401  (Lesson: the doctest)
 
-__all__ = ["count", "failed_line", "near", "reason_kind", "refused_line", "starting_line"]
+__all__ = ["count", "failed_line", "near", "reason_kind", "refused_line", "starting_line", "unread_line"]
 
 
 def starting_line(library: Path, heads: dict[str, Version], run_dir: Path, *, fresh: bool, steps: int) -> str:
@@ -35,6 +35,21 @@ def starting_line(library: Path, heads: dict[str, Version], run_dir: Path, *, fr
             f"{count(lessons, 'lesson')} ({versions}) stay in its history (mas library rollback brings them back)"
         )
     return f"continuing {where}: {count(lessons, 'lesson')} ({versions}); --fresh starts from empty libraries"
+
+
+def unread_line(library: Path, heads: dict[str, Version], roles: list[str]) -> str | None:
+    """Which lessons of ``library`` no role of the team reads, or None: a team whose verifier
+    became a checker left the verifier's lessons in no prompt, while train and eval counted them.
+
+    >>> v = Version(library="verifier", number=1, next_id=2, lessons=[Lesson(id="verifier/0001", text="Reread it.")])
+    >>> unread_line(Path("maths.json"), {"verifier": v}, ["solver", "checker"])
+    'maths.json: 1 lesson of verifier, which no role of this team reads (its roles: solver, checker)'
+    """
+    unread = {name: len(v.lessons) for name, v in heads.items() if name != GLOBAL and name not in roles and v.lessons}
+    if not unread:
+        return None
+    lessons = count(sum(unread.values()), "lesson")
+    return f"{near(library)}: {lessons} of {', '.join(unread)}, which no role of this team reads (its roles: {', '.join(roles)})"
 
 
 def near(path: Path) -> Path:
