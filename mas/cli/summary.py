@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mas.studies.by_kind import count, failed_line, reason_kind, refused_line
 from mas.train import finished
-from mas.types.lessons import GLOBAL, Lesson, Version  # noqa: F401  (Lesson: the doctest)
+from mas.types.lessons import GLOBAL, Version
 
 __all__ = ["count", "failed_line", "near", "reason_kind", "refused_line", "starting_line", "unread_line"]
 
@@ -41,6 +41,7 @@ def unread_line(library: Path, heads: dict[str, Version], roles: list[str]) -> s
     """Which lessons of ``library`` no role of the team reads, or None: a team whose verifier
     became a checker left the verifier's lessons in no prompt, while train and eval counted them.
 
+    >>> from mas.types.lessons import Lesson
     >>> v = Version(library="verifier", number=1, next_id=2, lessons=[Lesson(id="verifier/0001", text="Reread it.")])
     >>> unread_line(Path("maths.json"), {"verifier": v}, ["solver", "checker"])
     'maths.json: 1 lesson of verifier, which no role of this team reads (its roles: solver, checker)'
