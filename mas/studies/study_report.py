@@ -105,20 +105,20 @@ def _changes(study: Study, table) -> list[str]:
 
 
 def _matrix(found: dict[str, EvalResult], seed: int, table) -> list[str]:
-    """Transfer: cell (A, B) as ``mas transfer`` prints it (``mas.studies.transfer``): B with A's
-    lessons against the current libraries, or on the diagonal, A with its lessons against none."""
+    """Transfer: cell (A, B) as ``mas transfer`` prints it (``mas.studies.transfer.measured``)."""
+    from mas.studies.transfer import key, measured
+
     current = found.get("current")
     if current is None:
         return []
     roles = list(current.tool_calls)  # the scenario's roles, in its order
 
     def cell(a: str, b: str) -> str:
-        other = found.get(f"{b}-" if a == b else f"{a}>{b}")
+        other = found.get(key(a, b))
         if other is None:
             return "-"
-        with_, without = (current, other) if a == b else (other, current)
-        d = compare(with_, without, seed=seed)
-        return f"{d.value:+.2f} [{d.low:+.2f},{d.high:+.2f}]"
+        c = measured(a, b, current, other, lessons=0, seed=seed)
+        return f"{c.delta:+.2f} [{c.low:+.2f},{c.high:+.2f}]"
 
     rows = [[a, *(cell(a, b) for b in roles)] for a in roles]
     return [

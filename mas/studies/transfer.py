@@ -141,16 +141,24 @@ async def _cell(run, heads: dict[str, Version], a: str, b: str, base: EvalResult
     if not lessons:  # nothing to inject: no run needed
         return Cell(source=a, target=b, lessons=0, delta=0.0, low=0.0, high=0.0, tasks=0)
     if a == b:
-        other = await run(f"{b}-", f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)})
-        with_, without = base, other
+        other = await run(key(a, b), f"{b} without its lessons", {**heads, b: _with(heads, b, [], keep=False)})
     else:
-        other = await run(f"{a}>{b}", f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)})
-        with_, without = other, base
-    if other is None:
-        return None
+        other = await run(key(a, b), f"{b} with {a}'s lessons", {**heads, b: _with(heads, b, lessons)})
+    return None if other is None else measured(a, b, base, other, lessons=len(lessons), seed=seed)
+
+
+def key(a: str, b: str) -> str:
+    """The journal key of cell (A, B)'s evaluation."""
+    return f"{b}-" if a == b else f"{a}>{b}"
+
+
+def measured(a: str, b: str, current: EvalResult, other: EvalResult, *, lessons: int, seed: int) -> Cell:
+    """Cell (A, B) from the current libraries' evaluation and the cell's own (``key``): the
+    change where B gets A's lessons, or on the diagonal, where A keeps its lessons."""
+    with_, without = (current, other) if a == b else (other, current)
     d = paired(with_.per_task(), without.per_task(), seed=seed)
     tasks = len(with_.per_task().keys() & without.per_task().keys())
-    return Cell(source=a, target=b, lessons=len(lessons), delta=d.value, low=d.low, high=d.high, tasks=tasks)
+    return Cell(source=a, target=b, lessons=lessons, delta=d.value, low=d.low, high=d.high, tasks=tasks)
 
 
 def recorded(
