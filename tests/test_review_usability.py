@@ -60,24 +60,69 @@ def test_several_rejects_may_share_one_why(lib):
 # -- a held edit rejected before -------------------------------------------------------------------
 
 
+def twice(store):
+    """The first edit a run held twice (the fake proposes the same add in both steps)."""
+    seen = {}
+    for h in pending.queue(store):
+        key = pending.same_edit(h.edit.library, h.edit.edit)
+        if key in seen:
+            return seen[key], h
+        seen[key] = h
+    raise AssertionError("the fake proposes the same add in both steps")
+
+
 def test_a_held_edit_rejected_before_says_so_in_the_listing(lib):
-    """Training does not remember a rejection: the next run holds the same edit again. The
-    listing names the earlier rejection (who, why), so the reviewer does not decide it blind."""
+    """A run holds the same edit again while the first is undecided (a step of its own each).
+    The listing names the rejection of one beside the other (who, why), so the reviewer does not
+    decide it blind."""
+    first, second = twice(LibraryStore(lib))
+    assert review(lib, "--reject", str(first.edit.id), "--why", "too vague").returncode == 0
+    block = review(lib).stdout.split(f"#{second.edit.id} ")[1].split("\n#")[0]
+    assert f"the same edit was rejected before: #{first.edit.id} by lead (too vague)" in block
+
+
+def test_training_does_not_make_a_rejected_edit_again(lib):
+    """Training forgot a reviewer's rejection: the next run held the same lessons again (the
+    fake proposes them again), and a run without --review added them to the library. The
+    reviewer's decision stands: the edit is refused with its rejection, where refusals are
+    listed."""
     store = LibraryStore(lib)
-    held = [h for h in pending.queue(store) if h.edit.edit.op == "add"]
-    ids = [str(h.edit.id) for h in held]
-    assert review(lib, *[x for i in ids for x in ("--reject", i)], "--why", "too vague").returncode == 0
-    again = mas("train", "maths", "--model", "fake", "--tasks", "8", "--review", "--library", str(lib),
-                "--run-dir", str(lib.parent / "run2"))  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    rejected = {(h.edit.library, h.edit.edit.text): h.edit.id for h in held}
-    repeats = [h for h in pending.queue(store) if h.open and (h.edit.library, h.edit.edit.text) in rejected]
-    assert repeats, "the fake proposes the same lessons again"
-    listing = review(lib).stdout
-    for h in repeats:
-        block = listing.split(f"#{h.edit.id} ")[1].split("\n#")[0]
-        earlier = rejected[(h.edit.library, h.edit.edit.text)]
-        assert f"the same edit was rejected before: #{earlier} by lead (too vague)" in block
+    adds = [h for h in pending.queue(store) if h.edit.edit.op == "add"]
+    rejected = [x for h in adds for x in ("--reject", str(h.edit.id))]
+    assert review(lib, *rejected, "--why", "too vague").returncode == 0
+    for extra in (["--review"], []):
+        again = mas("train", "maths", "--model", "fake", "--tasks", "8", *extra, "--library", str(lib),
+                    "--run-dir", str(lib.parent / f"again{len(extra)}"))  # fmt: skip
+        assert again.returncode == 0, again.stderr
+    words = {h.edit.edit.text for h in adds}
+    assert not [h for h in pending.queue(store) if h.open and h.edit.edit.text in words]
+    assert not words & {lesson.text for name in store.libraries() for lesson in store.head(name).lessons}
+    listed = mas("library", "show", str(lib), "--rejected").stdout
+    last = {pending.same_edit(h.edit.library, h.edit.edit): h.edit.id for h in adds}  # the last rejection
+    for number in set(last.values()):
+        assert f"refused: rejected in review before: #{number} by lead (too vague) (run again" in listed
+
+
+def test_an_edit_accepted_after_its_rejection_is_no_longer_refused(lib):
+    """The last decision on an edit holds: rejected as #1, accepted as #2."""
+    store = LibraryStore(lib)
+    first, second = twice(store)
+    assert review(lib, "--reject", str(first.edit.id), "--why", "too vague").returncode == 0
+    key = pending.same_edit(first.edit.library, first.edit.edit)
+    assert key in pending.rejected_before(store)
+    assert review(lib, "--accept", str(second.edit.id)).returncode == 0
+    assert key not in pending.rejected_before(store)
+
+
+def test_same_edit_sets_case_and_spacing_aside():
+    from mas.types.lessons import Add, Delete
+
+    one = pending.same_edit("solver", Add(op="add", text="Reread  the question."))
+    assert one == pending.same_edit("solver", Add(op="add", text="reread the question."))
+    assert one != pending.same_edit("verifier", Add(op="add", text="Reread the question."))
+    assert pending.same_edit("solver", Delete(op="delete", id="solver/0001")) != pending.same_edit(
+        "solver", Delete(op="delete", id="solver/0002")
+    )
 
 
 # -- a damaged library file ------------------------------------------------------------------------

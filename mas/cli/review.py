@@ -52,7 +52,7 @@ def library_review(
     evidence on the lesson it changes. On a terminal, decide each in turn; --accept, --reject
     and --edit decide from a script. Each decision is kept in the library's history, with who
     decided and why; a training run using the library applies it before its next step."""
-    from mas.library.pending import queue
+    from mas.library.pending import queue, rejections
 
     if why is not None and not (accept or reject or edit is not None):
         raise UserError("--why goes with --accept, --reject or --edit (on a terminal, each decision asks why)")
@@ -63,10 +63,10 @@ def library_review(
     if made:
         _write(store, made)
     elif sys.stdin.isatty() and sys.stdout.isatty():
-        _interactive(store, [h for h in held if h.open], who, before=_rejections(held))
+        _interactive(store, [h for h in held if h.open], who, before=rejections(held))
     else:
         shown = [h for h in held if decided or h.open]
-        _list(store, shown, waiting=sum(h.open for h in held), which=which, before=_rejections(held))
+        _list(store, shown, waiting=sum(h.open for h in held), which=which, before=rejections(held))
 
 
 def _store(which: str) -> LibraryStore:
@@ -141,7 +141,7 @@ def _check(heads: dict, held: Held, verdict: str, text: str | None, label: str) 
     from mas.library.pending import applied, changed, refusal
 
     if not held.open:
-        before = held.decision or _from_version(held)
+        before = held.decided
         raise UserError(f"{label}: already {_PAST[before.verdict]} by {before.by}")
     if verdict == "reject":
         return
@@ -158,15 +158,6 @@ def _check(heads: dict, held: Held, verdict: str, text: str | None, label: str) 
         hint += ", or edit its text" if hint and words and hasattr(change, "text") else ""
         raise UserError(f"{label}: {reason}{hint}")
     heads[version.library] = version
-
-
-def _from_version(held: Held) -> Decision:
-    """The decision a settled version records (its reviews log line may be gone)."""
-    from mas.types.review import Decision
-
-    p = held.settled.provenance
-    verdict = "reject" if not held.settled.edits else "edit" if held.settled.rejected else "accept"
-    return Decision(id=held.edit.id, verdict=verdict, by=p.by or "?", why=p.why)
 
 
 def _write(store: LibraryStore, made: list[Decision]) -> None:
@@ -298,23 +289,8 @@ def _effects(store: LibraryStore):
     return hierarchy.effects(store, PromotionPolicy())
 
 
-def _same(held: Held) -> tuple:
-    """What makes two held edits the same edit: the library, the operation, its lesson and text."""
-    change = held.edit.edit
-    return held.edit.library, change.op, getattr(change, "id", None), " ".join(getattr(change, "text", "").split())
-
-
-def _rejections(held: list[Held]) -> dict[tuple, tuple[Held, Decision]]:
-    """The last rejection of each edit (``_same``), with its decision. Training does not remember
-    rejections: a later step or run may hold the same edit again, and the reviewer should know."""
-    out = {}
-    for h in held:
-        if not h.open and (d := h.decision or _from_version(h)).verdict == "reject":
-            out[_same(h)] = (h, d)
-    return out
-
-
 def _show(held: Held, effects, before: dict) -> None:
+    from mas.library.pending import same_edit
     from mas.library.review import evidence
 
     e, change = held.edit, held.edit.edit
@@ -334,13 +310,14 @@ def _show(held: Held, effects, before: dict) -> None:
     )
     p = held.step.provenance
     lines.append(f"  held by run {p.run}, epoch {p.epoch}, step {p.step}")
-    earlier, d = before.get(_same(held), (None, None))
+    earlier = before.get(same_edit(e.library, change))
     if held.open and earlier is not None:
+        d = earlier.decided
         lines.append(
             f"  the same edit was rejected before: #{earlier.edit.id} by {d.by}" + (f" ({d.why})" if d.why else "")
         )
     if not held.open:
-        d = held.decision or _from_version(held)
+        d = held.decided
         lines.append(f"  {_PAST[d.verdict]} by {d.by}" + (f": {d.why}" if d.why else ""))
     for line in lines:
         say(line)

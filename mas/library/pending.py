@@ -57,6 +57,49 @@ class Held:
         """Waiting for a decision."""
         return self.decision is None and self.settled is None
 
+    @property
+    def decided(self) -> Decision | None:
+        """The decision that holds: the first one logged, else the one its settled version
+        records (its line of the reviews log may be gone); None while open."""
+        if self.decision is not None or self.settled is None:
+            return self.decision
+        p, version = self.settled.provenance, self.settled
+        verdict = "reject" if not version.edits else "edit" if version.rejected else "accept"
+        return Decision(id=self.edit.id, verdict=verdict, by=p.by or "?", why=p.why)
+
+
+def same_edit(library: str, change) -> tuple:
+    """What makes two edits the same edit: the library, the operation, the lesson it changes
+    and its words (case and spacing aside)."""
+    return library, change.op, getattr(change, "id", None), " ".join(getattr(change, "text", "").casefold().split())
+
+
+def rejections(held: Iterable[Held]) -> dict[tuple, Held]:
+    """Each edit (``same_edit``) whose last decision, in the order held, was a rejection, with
+    the held edit a reviewer rejected. An edit accepted since is no longer among them."""
+    out = {}
+    for h in held:
+        if (d := h.decided) is not None:
+            key = same_edit(h.edit.library, h.edit.edit)
+            if d.verdict == "reject":
+                out[key] = h
+            else:
+                out.pop(key, None)
+    return out
+
+
+def rejected_before(store: LibraryStore) -> dict[tuple, Held]:
+    """``rejections`` of every edit the library file's training ever held: what a step does not
+    make again (``mas.step.edit.apply_edits``). Empty without a review."""
+    return rejections(queue(store)) if SideFiles(store.path).pending.path.exists() else {}
+
+
+def rejection(held: Held) -> str:
+    """Why a step does not make ``held``'s edit again."""
+    d = held.decided
+    assert d is not None
+    return f"rejected in review before: #{held.edit.id} by {d.by}" + (f" ({d.why})" if d.why else "")
+
 
 # -- holding a step's edits ----------------------------------------------------------------------
 

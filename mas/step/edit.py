@@ -15,6 +15,7 @@ from mas import texts
 from mas.config import PromotionPolicy
 from mas.library.edits import apply, parse_edits, parse_items, rewords
 from mas.library.evidence import likely_helps
+from mas.library.pending import rejection, same_edit
 from mas.library.promotion import helps
 from mas.redact import secret_in
 from mas.screen import screen, step_material
@@ -171,13 +172,28 @@ def defence(e: Effect, policy: PromotionPolicy) -> str | None:
     return None
 
 
+def unrejected(ctx: Context, library: str, edits: list[Edit]) -> tuple[list[Edit], list[Rejected]]:
+    """The edits to apply, and those a reviewer rejected before (in the same words, for the
+    same library and lesson): the model proposes them again from new groups; the reviewer's
+    decision stands until the reviewer accepts the same edit."""
+    kept, refused = [], []
+    for item in edits:
+        held = ctx.reviewed.get(same_edit(library, item))
+        if held is None:
+            kept.append(item)
+        else:
+            refused.append(Rejected(edit=item.model_dump(mode="json"), reason=rejection(held)))
+    return kept, refused
+
+
 def apply_edits(ctx: Context, library: str, edits: list[Edit], rejected: list[Rejected]) -> Version:
     shared = ctx.heads[GLOBAL].lessons if library != GLOBAL else []
+    edits, reviewed = unrejected(ctx, library, edits)
     edits, overrules = overruled(ctx, library, edits)
     version, refused = apply(
         ctx.heads[library], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
     )
-    return version.model_copy(update={"rejected": rejected + overrules + refused})
+    return version.model_copy(update={"rejected": rejected + reviewed + overrules + refused})
 
 
 async def edit_all(

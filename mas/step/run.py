@@ -72,6 +72,7 @@ async def run_step(
     ctx = Context(
         scenario, config, client, journal, meter, heads, provenance, effects=known.effects, same=known.same,
         classes=known.classes, learner=learner, on_rollout=on_rollout, executor=executor,
+        reviewed=pending.rejected_before(store),
         departed=hierarchy.departed(store, known) if config.exposure.departed is not None else [],
     )  # fmt: skip
 
