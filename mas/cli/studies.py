@@ -234,9 +234,29 @@ def transfer_command(
         as_json=as_json,
     )  # fmt: skip
     result = interrupt.run_in(run_dir, work)
+    if _no_baseline(result, run_dir, as_json):
+        return
     print_transfer(spec.role_names, result, as_json=as_json, run_dir=run_dir, price=price)
     logged = params(spec, clients.label, libraries=[str(path)], config=config)
     log_transfer(tracking, params=logged, result=result, run_dir=run_dir)
+
+
+def _no_baseline(result, run_dir: Path, as_json: bool) -> bool:
+    """Whether the study stopped before its baseline was measured; if so, say it in place of a
+    matrix of changes against a baseline of 0 (the JSON with ``"baseline": null`` and no cells).
+    Such a study has no number to log."""
+    from mas.cli.commands import out
+    from mas.studies.transfer import unmeasured
+
+    why = unmeasured(result)
+    if why is None:
+        return False
+    if as_json:
+        print_transfer([], result, as_json=True)
+    say = err if as_json else out
+    for line in [why, *([f"stopped early: {result.stopped}"] if result.stopped else []), f"run in {run_dir}"]:
+        say.print(line, markup=False, highlight=False)
+    return True
 
 
 async def _transfer(spec, run: RunFlags, *, clients, heads, config, run_dir, library, price, as_json):

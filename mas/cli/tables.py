@@ -108,7 +108,7 @@ def print_ablation(spec, done, *, tasks: int, test_tasks: int, k: int, run_dir: 
     title = f"{spec.name}: {tasks} training tasks, {test_tasks} held-out"
     table = Table("variant", f"Mean@{k}", "vs no library (paired)", "lessons", "cost $", title=title)
     for r in done.rows:
-        delta = "" if r.variant == "no library" else str(r.delta)
+        delta = "" if r.delta is None else str(r.delta)  # none for no library: no change from itself
         table.add_row(r.variant, str(r.mean_at_k), delta, str(r.lessons), f"{r.cost_usd:.4f}")
     out.print(table)
     out.print(

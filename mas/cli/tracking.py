@@ -103,15 +103,17 @@ def log_eval(
 
 
 def log_ablate(tracker: Tracker | None, *, params: dict, rows: list, run_dir: Path | None = None) -> None:
-    """An ablation: per variant, Mean@k, its paired change from no library, lessons and cost."""
+    """An ablation: per variant, Mean@k, its paired change from no library (none for no library
+    itself), lessons and cost."""
     if tracker is None:
         return
     table, metrics = [], {}
     for r in rows:
-        row = {"variant": r.variant, **_estimate("mean_at_k", r.mean_at_k), **_estimate("delta", r.delta)}
+        change = _estimate("delta", r.delta) if r.delta is not None else {}
+        row = {"variant": r.variant, **_estimate("mean_at_k", r.mean_at_k), **change}
         row.update(lessons=r.lessons, cost_usd=r.cost_usd)
         table.append(row)
-        metrics.update({f"{k}/{r.variant}": row[k] for k in ("mean_at_k", "delta", "lessons", "cost_usd")})
+        metrics.update({f"{k}/{r.variant}": row[k] for k in ("mean_at_k", "delta", "lessons", "cost_usd") if k in row})
     _study(tracker, "ablate", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
 
 
@@ -123,7 +125,7 @@ def log_transfer(tracker: Tracker | None, *, params: dict, result, run_dir: Path
     metrics = {f"delta/{c.source}/{c.target}": c.delta for c in result.cells if c.delta is not None}
     params = {**params, "source": result.source, "tasks": result.tasks}
     if result.source == "run":  # the trials have neither a baseline nor a k: their 0s are no measure
-        metrics.update(baseline=result.baseline)
+        metrics.update({} if result.baseline is None else {"baseline": result.baseline})
         params.update(k=result.k)
     _study(tracker, "transfer", params=params, metrics=metrics, table=table, text=markdown(table), run_dir=run_dir)
 

@@ -82,10 +82,22 @@ def plan(store: LibraryStore, path: Path, *, only: str | None = None, at: dateti
     }
     for name, head in sorted(heads.items(), key=lambda item: item[0] != GLOBAL):  # the shared library first
         if only in (None, name):
-            source = Source(file=str(path.resolve()), sha256=digest, at=at.isoformat(timespec="seconds"), library=name,
+            source = Source(file=named(path), sha256=digest, at=at.isoformat(timespec="seconds"), library=name,
                             version=head.number)  # fmt: skip
             _library(incoming, head, ours.get(name) or Version.empty(name), source, shared)
     return incoming
+
+
+def named(path: Path) -> str:
+    """The imported file as provenance names it: its path from the current folder when it is
+    under it, else its name. An absolute path would carry the importer's home folder into a file
+    others review and share, and names nothing on their machines; the SHA-256 beside it says
+    which bytes were read."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except (ValueError, OSError):  # not under it, or no current folder any more
+        return resolved.name
 
 
 def _library(incoming: Incoming, theirs: Version, ours: Version, source: Source, shared: dict[str, str]) -> None:

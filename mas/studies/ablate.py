@@ -26,7 +26,7 @@ from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.wrappers import Replayed
 from mas.studies import job
-from mas.studies.evaluate import check_held_out, compare, library_config
+from mas.studies.evaluate import EvalResult, check_held_out, compare, library_config
 from mas.studies.stats import Estimate
 from mas.team.scenario import Scenario
 from mas.train import train
@@ -35,13 +35,16 @@ from mas.types.replies import DirectLessons
 
 VARIANTS = ABLATIONS
 """Each variant's changes to the training settings; None trains nothing, "direct" asks."""
+REFERENCE = "no library"
+"""The variant every other one is compared with; it is evaluated first, whatever the order asked."""
 
 
 class Row(BaseModel):
     variant: str
     mean_at_k: Estimate
-    delta: Estimate
-    """Paired difference from "no library"."""
+    delta: Estimate | None = None
+    """Paired difference from "no library"; None for "no library" itself (a difference from
+    itself is no measurement) and when "no library" was not evaluated."""
     lessons: int
     cost_usd: float
     k: int | None = None
@@ -51,7 +54,7 @@ class Row(BaseModel):
 
 class Ablation(BaseModel):
     rows: list[Row]
-    """One per variant done, in the order asked."""
+    """One per variant done, in the order asked (``REFERENCE`` is evaluated first)."""
     cost_usd: float
     stopped: str | None = None
     """Why the ablation ended before its last variant (its budget), or None."""
@@ -88,7 +91,7 @@ async def ablate(
     )  # fmt: skip
     learn = _Learning(scenario, study, learner, train_config, model_name, on_rollout)
     rows, results = [], {}
-    for name in variants:
+    for name in sorted(variants, key=lambda v: v != REFERENCE):
         if study.over():
             break
         on_variant(name)
@@ -101,13 +104,22 @@ async def ablate(
             break
         results[name] = result
         lessons = sum(len(v.lessons) for v in (heads or {}).values())
-        delta = compare(result, results.get("no library", result), seed=eval_config.seed)  # as mas eval
+        delta = _delta(name, result, results.get(REFERENCE), seed=eval_config.seed)
         row = Row(
             variant=name, mean_at_k=result.mean_at_k, delta=delta, lessons=lessons, cost_usd=cost + study.cost(result),
             k=result.k, tasks=len(result.tasks),
         )  # fmt: skip
         rows.append(row)
+    rows.sort(key=lambda r: variants.index(r.variant))
     return Ablation(rows=rows, cost_usd=study.spent, stopped=study.stopped)
+
+
+def _delta(name: str, result: EvalResult, reference: EvalResult | None, *, seed: int) -> Estimate | None:
+    """The paired change of variant ``name`` from the reference, as mas eval gives it; None for the
+    reference itself, whose change from itself would be a "+0.00 [+0.00,+0.00]" measuring nothing."""
+    if name == REFERENCE or reference is None:
+        return None
+    return compare(result, reference, seed=seed)
 
 
 def recorded(

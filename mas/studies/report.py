@@ -38,6 +38,11 @@ from mas.types.reports import StepReport
 from mas.types.rollouts import Rollout
 
 HEADING = "# Training report"
+"""The title of a report with a training run in it (an ablation's variants are)."""
+STUDY_HEADING = "# Study report"
+"""The title of a report of studies alone: no training run, so no training to report."""
+HEADINGS = (HEADING, STUDY_HEADING)
+"""Every title mas gives a report: the first line by which ``_ours`` knows one it may replace."""
 PLOTS = {
     "reward": "Mean reward per epoch",
     "library": "Library size per role",
@@ -134,7 +139,7 @@ def _ours(report: Path) -> bool:
         return False
     try:
         with report.open("rb") as f:
-            return f.readline(64).rstrip() == HEADING.encode()
+            return f.readline(64).rstrip() in {h.encode() for h in HEADINGS}
     except OSError:
         return False
 
@@ -355,8 +360,13 @@ def _abbrev(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _heading(everything: list[Run | Study]) -> str:
+    """The report's title, by what it holds: a report of studies alone is no training report."""
+    return HEADING if any(isinstance(r, Run) for r in everything) else STUDY_HEADING
+
+
 def _markdown(everything: list[Run | Study]) -> str:
-    parts = [HEADING, "", "Runs: " + ", ".join(f"`{r.label}`" for r in everything), ""]
+    parts = [_heading(everything), "", "Runs: " + ", ".join(f"`{r.label}`" for r in everything), ""]
     runs = [r for r in everything if isinstance(r, Run)]
     if len(runs) > 1:
         header = [

@@ -58,7 +58,8 @@ class Cell(BaseModel):
 
 class TransferResult(BaseModel):
     baseline: float | None
-    """Mean@k with the current libraries; None from trials, which have no baseline."""
+    """Mean@k with the current libraries; None from trials, which have no baseline, and from a
+    run stopped before it measured it (``unmeasured``)."""
     tasks: int
     k: int | None
     """None from trials: they score single rollouts, not k of them."""
@@ -68,6 +69,15 @@ class TransferResult(BaseModel):
     cost_usd: float = 0.0
     stopped: str | None = None
     """Why the study ended before its last cell (its budget), or None."""
+
+
+def unmeasured(result: TransferResult) -> str | None:
+    """Why a run's matrix has no baseline to show, or None when it has one (or comes from trials,
+    which need none). A run stopped before it scored the current libraries measured nothing: a
+    "baseline 0.000" would read as a measured one, and every change is against it."""
+    if result.source != "run" or result.baseline is not None:
+        return None
+    return "transfer: the baseline (the current libraries) was not measured, so no change against it is shown"
 
 
 def from_trials(
@@ -128,7 +138,7 @@ async def transfer(
         if cell is None:  # the budget is spent
             break
         cells.append(cell)
-    baseline, tasks = (base.mean_at_k.value, len(base.tasks)) if base is not None else (0.0, 0)
+    baseline, tasks = (base.mean_at_k.value, len(base.tasks)) if base is not None else (None, 0)
     return TransferResult(
         baseline=baseline, tasks=tasks, k=config.k, cells=cells, cost_usd=study.spent, stopped=study.stopped
     )
