@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` start
     from mas.types.lessons import Provenance
 
 library_app = typer.Typer(
-    no_args_is_help=True, help="Show, compare, export, import, review, roll back and recover libraries."
+    no_args_is_help=True,
+    help="Show, compare, export, import, review, roll back, remove lessons from and recover libraries.",
 )
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 app = typer.Typer(rich_markup_mode=None)
@@ -188,19 +189,64 @@ def library_import(
             say(f"note: no role of {scenario} reads library {name!r} ({', '.join(roles)} do)")
 
 
+By = Annotated[
+    str | None, typer.Option(help="Who does it: kept in the library's history.", show_default="your user name")
+]
+
+
 @library_app.command("rollback")
 def library_rollback(
     which: Which,
     role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
     version: Annotated[int, typer.Argument(metavar="VERSION", help="The version to return to.")],
+    by: By = None,
+    why: str | None = typer.Option(None, help="Why: kept in the library's history."),
 ) -> None:
-    """Make a new version of ROLE's library equal to an earlier one."""
+    """Make a new version of ROLE's library equal to an earlier one; the version records who
+    rolled back and why."""
     store = store_of(which)
     known(store, role)
     store.version(role, version)  # fails cleanly on an unknown version
-    made = store.rollback(role, version)
+    who = person(by)
+    made = store.rollback(role, version, by=who, why=" ".join((why or "").split()))
     lessons = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)}"
-    say(f"{role}: version {made.number} now equals version {version} ({lessons})")
+    say(f"{role}: version {made.number} now equals version {version} ({lessons}), by {who}")
+
+
+@library_app.command("remove")
+def library_remove(
+    which: Which,
+    lesson: Annotated[str, typer.Argument(metavar="LESSON_ID", help="The lesson, e.g. solver/0003.")],
+    why: str | None = typer.Option(None, help="Why (needed): kept in the library's history.", show_default=False),
+    by: By = None,
+) -> None:
+    """Take one lesson out of its library: a new version without it, recording who removed it
+    and why. Its id is never given to another lesson."""
+    if not (why and why.strip()):
+        raise UserError("remove needs --why (the reason is kept in the library's history)")
+    store = store_of(which)
+    library, _, number = lesson.rpartition("/")
+    if not library or not number.isdigit():
+        raise UserError(f"{lesson!r}: not a lesson id (LIBRARY/NUMBER, e.g. solver/0003)")
+    known(store, library)
+    who = person(by)
+    made = store.remove(lesson, by=who, why=" ".join(why.split()))
+    left = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)} left"
+    say(f"{library}: version {made.number} leaves out {lesson} ({left}), by {who}")
+
+
+def person(by: str | None) -> str:
+    """Who does what a command records (``--by``), by default the user name: one line, never empty."""
+    if by is not None:
+        if not by.strip():
+            raise UserError("--by: empty; give a name")
+        return " ".join(by.split())
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no user name in this environment
+        raise UserError("--by: no user name found here; say who with --by NAME") from None
 
 
 def _print_quarantine(store: LibraryStore, role: str | None) -> None:
@@ -251,6 +297,7 @@ def _print_rejected(store: LibraryStore, role: str | None) -> None:
     edits their library versions kept; and the held edits a review rejected (or whose text a
     reviewer replaced), which only their versions keep."""
     from mas.library.logs import SideFiles, StepKey
+    from mas.types.lessons import BY_HAND
 
     log = SideFiles(store.path).rejected
     rows = [(key, item.library, item.edit, item.reason, item.stage) for key, items in log.steps() for item in items]
@@ -258,7 +305,7 @@ def _print_rejected(store: LibraryStore, role: str | None) -> None:
     for name in store.libraries():
         for v in store.versions(name):
             p = v.provenance
-            if p is None:  # a rollback: it refuses nothing
+            if p is None or p.stage in BY_HAND:  # a rollback or a removal: it refuses nothing
                 continue
             key = StepKey(p.run, p.epoch, p.step)
             if p.stage == "edit" and key not in logged:
@@ -365,7 +412,14 @@ def print_lessons(heads, *, provenance: bool = False) -> None:
 
 def describe(p: Provenance) -> str:
     """Where a version came from, in one line: ``run r1, epoch 0, step 2, model fake, tasks a, b``;
-    a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...)."""
+    a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...); one
+    a person made by hand, who and why (``run rollback-20260101-120000, a rollback to version 2 by ana``)."""
+    from mas.types.lessons import BY_HAND
+
+    if p.stage in BY_HAND:  # no step made it: its run names when (``rollback-<time>``)
+        from mas.library.review import person_change
+
+        return f"run {p.run}, {person_change(p)}"
     parts = [f"run {p.run}", f"epoch {p.epoch}", f"step {p.step}"]
     parts += [] if p.stage in ("edit", "review") else [f"by {p.stage}"]
     if p.stage == "review":

@@ -61,7 +61,10 @@ COMMANDS = {
         "A promotion pass on the randomized evidence: promote lessons shown to help several roles, demote "
         "global lessons that no longer do, prune lessons that no longer help their role.",
     ),
-    "library": Listed("mas.cli.library", "Show, compare, export, import, review, roll back and recover libraries."),
+    "library": Listed(
+        "mas.cli.library",
+        "Show, compare, export, import, review, roll back, remove lessons from and recover libraries.",
+    ),
     "graph": Listed("mas.cli.library", "The usage graph of a library file."),
 }
 """Every command of ``mas``, in the order ``mas --help`` lists them."""

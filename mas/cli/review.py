@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mas.cli.library import Which, library_app, library_path, say
+from mas.cli.library import Which, library_app, library_path, person, say
 from mas.errors import UserError
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def library_review(
         raise UserError("--why goes with --accept, --reject or --edit (on a terminal, each decision asks why)")
     store = _store(which)
     held = _settle_left(store, queue(store))
-    who = _who(by)
+    who = person(by)
     made = _decisions(store, held, who=who, accept=accept, reject=reject, edit=edit, text=text, why=why)
     if made:
         _write(store, made)
@@ -81,19 +81,6 @@ def _store(which: str) -> LibraryStore:
     if not path.exists() and not SideFiles(path).pending.path.exists():
         raise UserError(f"{path}: no such library file, and no edits held for it")
     return LibraryStore(path)
-
-
-def _who(by: str | None) -> str:
-    if by is not None:
-        if not by.strip():
-            raise UserError("--by: empty; give a name")
-        return " ".join(by.split())
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError, ImportError):  # no user name in this environment
-        raise UserError("--by: no user name found here; say who decides with --by NAME") from None
 
 
 # -- decisions from options ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from autogen_core.models import ChatCompletionClient
 
 from mas.config import PromotionPolicy
-from mas.library import evidence, promotion, similar
+from mas.library import evidence, people, promotion, similar
 from mas.library.budget import retirements, tokens
 from mas.library.edits import apply
 from mas.library.evidence import Tally
@@ -67,12 +67,14 @@ def snapshot(store: LibraryStore, policy: PromotionPolicy, judge: Judge | None =
 
 def departed(store: LibraryStore, now: Snapshot) -> list[Lesson]:
     """The private lessons that were once in a library and have left it, not by promotion or
-    a merge (those live on as another lesson), in their last words that pass the screen."""
+    a merge (those live on as another lesson) nor by a person's hand (``mas library remove``), in
+    their last words that pass the screen."""
     out: dict[str, Lesson] = {}
+    removed = people.removed_ids(store)
     for library in store.libraries():
         if library == GLOBAL:
             continue
-        here = {lesson.id for lesson in store.head(library, screened=False).lessons}
+        here = {lesson.id for lesson in store.head(library, screened=False).lessons} | removed
         for version in store.versions(library):
             out.update((l.id, l) for l in usable(version).lessons if l.id not in here and l.id not in now.lineage)
     return list(out.values())

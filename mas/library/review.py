@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from mas.library.store import LibraryStore
 from mas.types.evidence import Effect
-from mas.types.lessons import GLOBAL, Lesson, Version
+from mas.types.lessons import BY_HAND, GLOBAL, Lesson, Provenance, Version
 
 NO_EVIDENCE = "none yet (not shown at random to any role)"
 
@@ -160,12 +160,21 @@ _STAGES = {"fresh": "--fresh", "promotion": "a promotion pass", "prune": "prunin
 
 def _step(version: Version) -> str:
     p = version.provenance
-    if p is None:
+    if p is None:  # a rollback from before rollbacks recorded who and why
         return "a rollback"
+    if p.stage in BY_HAND:
+        return person_change(p)
     what = f"run {p.run}, epoch {p.epoch}, step {p.step}"
     if p.stage == "review":
         return f"{what}, held #{p.pending}, decided in review by {p.by}" + (f" ({p.why})" if p.why else "")
     return what if p.stage == "edit" else f"{what}, {_STAGES.get(p.stage, p.stage)}"
+
+
+def person_change(p: Provenance) -> str:
+    """What a person did by hand (a stage of ``BY_HAND``), who, and why: ``a rollback to version 2
+    by ana (the lessons of run r3 mislead)``, ``a removal by ana (wrong sign)``."""
+    what = f"a rollback to version {p.to_version}" if p.stage == "rollback" else "a removal"
+    return f"{what} by {p.by}" + (f" ({p.why})" if p.why else "")
 
 
 def _version(version: Version) -> str:

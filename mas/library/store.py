@@ -19,6 +19,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
 from mas.types.base import INT64, first_error
-from mas.types.lessons import GLOBAL, REVIEW_SCHEMA, Budget, Version
+from mas.types.lessons import GLOBAL, PERSON_SCHEMA, Budget, Delete, Provenance, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
     import filelock
@@ -142,7 +143,7 @@ def _validate(path: Path, docs: dict[str, dict]) -> list[Version]:
     out: list[Version] = []
     for i, doc in docs.items():
         schema = doc.get("schema_version")
-        if isinstance(schema, int) and schema > REVIEW_SCHEMA:
+        if isinstance(schema, int) and schema > PERSON_SCHEMA:
             raise UserError(f"{path}: written by a newer mas (schema {schema}); upgrade mas")
         try:
             out.append(Version.model_validate(dict(doc), strict=True))  # strict: `true` is no number
@@ -448,14 +449,36 @@ class LibraryStore:
         if written is not None:  # the new versions are validated models already
             self._cache = (written, sorted(loaded + versions, key=lambda v: (v.library, v.number)))
 
-    def rollback(self, library: str, number: int) -> Version:
-        """Commit a new version with the lessons of an old one; ids stay never reused."""
+    def rollback(self, library: str, number: int, *, by: str | None = None, why: str = "") -> Version:
+        """Commit a new version with the lessons of an old one; ids stay never reused. With ``by``,
+        the version records who rolled back and why (stage ``rollback``); without, nothing (a
+        rollback from code, as every rollback was before these records)."""
         with self.exclusive(), self._locked():
             loaded = self._load()
             old = self._find(loaded, library, number)
             head = _head(loaded, library)
-            new_number, next_id = head.number + 1, head.next_id
-            new = Version(library=library, number=new_number, lessons=old.lessons, next_id=next_id)
+            new = Version(library=library, number=head.number + 1, lessons=old.lessons, next_id=head.next_id)
+            if by is not None:
+                stamp = by_hand("rollback", by, why, to_version=number)
+                new = new.model_copy(update={"provenance": stamp, "schema_version": PERSON_SCHEMA})
+            self._commit([new])
+        return new
+
+    def remove(self, lesson: str, *, by: str, why: str) -> Version:
+        """Commit a new version of ``lesson``'s library without it, recording who removed it and
+        why (stage ``remove``); its id is never reused (``next_id`` stays). A ``UserError`` when
+        the library's latest version has no such lesson."""
+        library = lesson.rpartition("/")[0]
+        with self.exclusive(), self._locked():
+            head = _head(self._load(), library)
+            kept = [x for x in head.lessons if x.id != lesson]
+            if len(kept) == len(head.lessons):
+                raise UserError(
+                    f"{self.path}: library {library!r} has no lesson {lesson!r} (in its version {head.number})"
+                )
+            new = Version(library=library, number=head.number + 1, lessons=kept, next_id=head.next_id,
+                          edits=[Delete(op="delete", id=lesson)], provenance=by_hand("remove", by, why),
+                          schema_version=PERSON_SCHEMA)  # fmt: skip
             self._commit([new])
         return new
 
@@ -488,6 +511,13 @@ class LibraryStore:
                 raise UserError(f"{self.backup}: cannot read ({e.strerror or e})") from None
             atomic_write(self.path, _dumps(redact_data(data)))
         return len(restored)
+
+
+def by_hand(stage: str, by: str, why: str, **more: Any) -> Provenance:
+    """The provenance of a version a person made by hand (a stage of ``BY_HAND``): who, why, and
+    a name telling when, as an import's (``rollback-<time>``); no step made it."""
+    run = f"{stage}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    return Provenance(run=run, epoch=0, step=0, stage=stage, by=by, why=why, **more)
 
 
 def _unwritable(version: Version, head: Version) -> str | None:

@@ -15,7 +15,6 @@ from autogen_core.models import ChatCompletionClient
 from mas.config import TrainConfig
 from mas.executors import Executor
 from mas.journal import Journal
-from mas.library.pending import Held
 from mas.meter import Meter
 from mas.team.rollout import start_gate
 from mas.team.scenario import Scenario
@@ -43,8 +42,9 @@ class Context:
     departed: list[Lesson] = field(default_factory=list)
     """Private lessons that left their library, pruned or deleted (``hierarchy.departed``):
     their transfer trials may go on (``ExposurePolicy.departed``)."""
-    reviewed: dict[tuple, Held] = field(default_factory=dict)
-    """Edits a reviewer rejected, by ``pending.same_edit``: a step does not make them again."""
+    decided_against: dict[tuple, str] = field(default_factory=dict)
+    """Edits people decided against, by ``pending.same_edit``, each with why: a step does not make
+    them (``mas.library.people``)."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
     learner: ChatCompletionClient | None = None

@@ -15,7 +15,7 @@ from mas import texts
 from mas.config import PromotionPolicy
 from mas.library.edits import apply, parse_edits, parse_items, rewords
 from mas.library.evidence import likely_helps
-from mas.library.pending import rejection, same_edit
+from mas.library.pending import same_edit
 from mas.library.promotion import helps
 from mas.redact import secret_in
 from mas.screen import screen, step_material
@@ -173,16 +173,16 @@ def defence(e: Effect, policy: PromotionPolicy) -> str | None:
 
 
 def unrejected(ctx: Context, library: str, edits: list[Edit]) -> tuple[list[Edit], list[Rejected]]:
-    """The edits to apply, and those a reviewer rejected before (in the same words, for the
-    same library and lesson): the model proposes them again from new groups; the reviewer's
-    decision stands until the reviewer accepts the same edit."""
+    """The edits to apply, and those people decided against (``mas.library.people``): the same
+    edit a reviewer rejected, the words of a lesson a person removed. The model proposes them
+    again from new groups; the person's decision stands."""
     kept, refused = [], []
     for item in edits:
-        held = ctx.reviewed.get(same_edit(library, item))
-        if held is None:
+        why = ctx.decided_against.get(same_edit(library, item))
+        if why is None:
             kept.append(item)
         else:
-            refused.append(Rejected(edit=item.model_dump(mode="json"), reason=rejection(held)))
+            refused.append(Rejected(edit=item.model_dump(mode="json"), reason=why))
     return kept, refused
 
 

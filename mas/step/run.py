@@ -25,7 +25,7 @@ from mas.config import TrainConfig
 from mas.cost import Price, stage_costs
 from mas.executors import Executor
 from mas.journal import Journal
-from mas.library import hierarchy, pending
+from mas.library import hierarchy, pending, people
 from mas.library.store import LibraryStore
 from mas.meter import Meter
 from mas.models.endpoint import endpoint_counts
@@ -72,7 +72,7 @@ async def run_step(
     ctx = Context(
         scenario, config, client, journal, meter, heads, provenance, effects=known.effects, same=known.same,
         classes=known.classes, learner=learner, on_rollout=on_rollout, executor=executor,
-        reviewed=pending.rejected_before(store),
+        decided_against=people.decided_against(store),
         departed=hierarchy.departed(store, known) if config.exposure.departed is not None else [],
     )  # fmt: skip
 

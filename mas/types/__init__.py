@@ -7,7 +7,7 @@ to disk as ``model_dump(mode="json")`` and carries a schema version.
 - ``base``: ``Frozen``, ``Settings``, ``Plain``; ``SCHEMA_VERSION``;
 - ``tasks``: ``Task``, ``Passage``;
 - ``lessons``: ``Lesson``, the edits (``Add``, ``Modify``, ``Delete``, ``Keep``: ``Edit``),
-  ``Version`` and its ``Provenance``, ``Budget``; ``GLOBAL``, ``REVIEW_SCHEMA``;
+  ``Version`` and its ``Provenance``, ``Budget``; ``GLOBAL``, ``REVIEW_SCHEMA``, ``PERSON_SCHEMA``;
 - ``rollouts``: ``Rollout``, ``RoleTrace``, ``Turn``, ``ToolCall``, ``Group``;
 - ``replies``: what the learning calls return (``Summary``, ``Advantage``, ``EditBatch``,
   ``Equivalence``, ``DirectLessons``) and the schemas advertised for them;

@@ -16,6 +16,15 @@ from mas.types.base import INT64, SCHEMA_VERSION, Frozen, Int64, Settings
 REVIEW_SCHEMA = 2
 """The schema of a library version a review decision made (``mas library review``): its
 provenance says who decided and why, fields a mas from before the review gate cannot read."""
+PERSON_SCHEMA = 3
+"""The schema of a library version a person made by hand (``mas library rollback``, ``mas library
+remove``): its provenance says who and why under a stage a mas from before these records does not
+know, so such a mas refuses the file ("upgrade mas") rather than calling it corrupt. The newest
+schema this mas reads."""
+BY_HAND = ("rollback", "remove")
+"""The stages of the versions a person made by hand, outside training and review."""
+PERSON_FIELDS = {"review": ("pending", "by", "why"), "rollback": ("by", "why", "to_version"), "remove": ("by", "why")}
+"""The fields of ``Provenance`` that each stage a person makes writes to the file; other stages write none."""
 GLOBAL = "global"
 """The name of the shared library that every role's prompt carries."""
 
@@ -79,7 +88,8 @@ class Source(Frozen):
     """Where lessons from outside came from: another team's library file, as it was read."""
 
     file: str
-    """The file, resolved."""
+    """The file: its path from the folder the import ran in, or its name when outside it (an
+    older import: its absolute path)."""
     sha256: str
     """The digest of the file's bytes as they were read."""
     at: str
@@ -96,11 +106,14 @@ class Provenance(Frozen):
     step: Int64
     task_ids: list[str] = []
     model: str = ""
-    stage: Literal["edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review"] = "edit"
+    stage: Literal[
+        "edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review", "rollback", "remove"
+    ] = "edit"
     """What made the version: the step's edit batch, a promotion pass, a budget retirement,
     lessons written directly without the loop (the ablation), the emptying of a library by a
     run started with ``fresh``, the removal of lessons that fail the screen on load, an import
-    of another team's lessons (``source``), or a review decision on an edit held for review."""
+    of another team's lessons (``source``), a review decision on an edit held for review, or a
+    person by hand: a rollback to an earlier version, the removal of one lesson (``BY_HAND``)."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
@@ -110,18 +123,24 @@ class Provenance(Frozen):
     pending: Int64 | None = None
     """The held edit a review decided (``stage="review"``)."""
     by: str = ""
-    """Who decided it."""
+    """Who decided it (a review), or made it (a rollback, a removal)."""
     why: str = ""
-    """Why, in the reviewer's words."""
+    """Why, in that person's words."""
+    to_version: Int64 | None = None
+    """The version a rollback returned to (``stage="rollback"``)."""
 
     @model_serializer(mode="wrap")
-    def _review_fields_only_in_reviews(self, handler):
-        """A version no review made is written as before the review gate, so that a mas from
-        before it reads the file (a review's version has its own schema: ``REVIEW_SCHEMA``)."""
+    def _person_fields_only_where_made(self, handler):
+        """Who and why are written only in the versions a person made (``PERSON_FIELDS``): any
+        other version is written as before the review gate, so that a mas from before it reads
+        the file (the versions a person made have their own schemas: ``REVIEW_SCHEMA``,
+        ``PERSON_SCHEMA``)."""
         data = handler(self)
-        if self.stage != "review" and isinstance(data, dict):
-            for name in ("pending", "by", "why"):
-                data.pop(name, None)
+        if isinstance(data, dict):
+            kept = PERSON_FIELDS.get(self.stage, ())
+            for name in ("pending", "by", "why", "to_version"):
+                if name not in kept:
+                    data.pop(name, None)
         return data
 
     @model_validator(mode="before")

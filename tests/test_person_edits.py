@@ -1,0 +1,178 @@
+"""A person's changes to a library record who and why: `mas library rollback --by --why` and
+`mas library remove LESSON_ID --why`, named by `mas library show` and `mas library diff`."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mas.library.edits import apply
+from mas.library.logs import SideFiles
+from mas.library.store import LibraryStore
+from mas.types.lessons import PERSON_SCHEMA, Add
+from tests.test_cli import mas, snapshot
+
+
+@pytest.fixture(scope="module")
+def trained_once(tmp_path_factory) -> Path:
+    """`mas train maths` on the fake model (two steps: solver v2 with solver/0001 and solver/0002)."""
+    folder = tmp_path_factory.mktemp("trained")
+    lib = folder / "lib.json"
+    done = mas(
+        "train", "maths", "--model", "fake", "--tasks", "8", "--library", str(lib), "--run-dir", str(folder / "run")
+    )
+    assert done.returncode == 0, done.stderr
+    assert [x.id for x in LibraryStore(lib).head("solver").lessons] == ["solver/0001", "solver/0002"]
+    return lib
+
+
+@pytest.fixture
+def lib(trained_once, tmp_path) -> Path:
+    """A copy of the trained library file and its run folder."""
+    shutil.copytree(trained_once.parent, tmp_path / "trained")
+    return tmp_path / "trained" / trained_once.name
+
+
+def ok(*args: str) -> str:
+    done = mas(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def stored(lib: Path, library: str, number: int) -> dict:
+    """The document of one version, as the file holds it."""
+    docs = json.loads(lib.read_text())["versions"].values()
+    return next(d for d in docs if d["library"] == library and d["number"] == number)
+
+
+def test_a_rollback_records_who_and_why_and_show_and_diff_name_them(lib):
+    said = ok("library", "rollback", str(lib), "solver", "1", "--by", "ana", "--why", "solver/0002 misleads")
+    assert "solver: version 3 now equals version 1 (1 lesson), by ana" in said
+    p = LibraryStore(lib).head("solver").provenance
+    assert (p.stage, p.by, p.why, p.to_version) == ("rollback", "ana", "solver/0002 misleads", 1)
+    doc = stored(lib, "solver", 3)
+    assert doc["schema_version"] == PERSON_SCHEMA  # a mas from before these records refuses the file
+    assert "pending" not in doc["provenance"]
+    assert stored(lib, "solver", 2)["schema_version"] == 1 and "by" not in stored(lib, "solver", 2)["provenance"]
+    shown = ok("library", "show", str(lib), "--role", "solver")
+    assert "a rollback to version 1 by ana (solver/0002 misleads)" in shown
+    diff = ok("library", "diff", str(lib), "solver", "2")
+    assert diff.splitlines()[1] == "    by a rollback to version 1 by ana (solver/0002 misleads) (v3)"
+    assert "a rollback to version 1 by ana" in ok("library", "export", str(lib), "--role", "solver")
+    ok("library", "show", str(lib), "--rejected")  # a person's version refuses nothing, and breaks nothing
+
+
+def test_a_rollback_is_by_the_user_name_by_default(lib, monkeypatch):
+    monkeypatch.setenv("LOGNAME", "zoe")  # what getpass reads first
+    ok("library", "rollback", str(lib), "solver", "0")
+    p = LibraryStore(lib).head("solver").provenance
+    assert (p.stage, p.by, p.why) == ("rollback", "zoe", "")
+    assert "a rollback to version 0 by zoe)" in ok("library", "show", str(lib), "--role", "solver")
+
+
+def test_remove_takes_one_lesson_out_and_diff_and_show_name_it(lib):
+    before, refused = LibraryStore(lib).head("solver"), ok("library", "show", str(lib), "--rejected")
+    said = ok("library", "remove", str(lib), "solver/0001", "--why", "wrong  sign", "--by", "ana")
+    assert "solver: version 3 leaves out solver/0001 (1 lesson left), by ana" in said
+    after = LibraryStore(lib).head("solver")
+    assert [x.id for x in after.lessons] == ["solver/0002"] and after.lessons[0] == before.lessons[1]
+    assert after.next_id == before.next_id  # ids never reused
+    assert (after.provenance.stage, after.provenance.by, after.provenance.why) == ("remove", "ana", "wrong sign")
+    assert stored(lib, "solver", 3)["schema_version"] == PERSON_SCHEMA
+    assert LibraryStore(lib).head("planner").number == 1  # the other libraries stay as they were
+    diff = ok("library", "diff", str(lib), "solver", "2").splitlines()
+    assert diff == [f"- solver/0001: {before.lessons[0].text}", "    by a removal by ana (wrong sign) (v3)"]
+    assert "a removal by ana (wrong sign)" in ok("library", "show", str(lib), "--role", "solver")
+    assert ok("library", "show", str(lib), "--rejected") == refused  # a removal refuses nothing
+
+
+def test_training_goes_on_after_a_removal_and_the_lesson_is_in_no_prompt(lib):
+    ok("library", "remove", str(lib), "solver/0002", "--why", "wrong sign")
+    run = str(lib.parent / "again")
+    ok("train", "maths", "--model", "fake", "--tasks", "4", "--library", str(lib), "--run-dir", run)
+    shown = [e.shown for e in SideFiles(lib).usage.items() if e.run == "again" and e.role == "solver"]
+    assert ["solver/0001"] in shown and all(ids in ([], ["solver/0001"]) for ids in shown)  # not solver/0002
+
+
+def test_a_lesson_added_after_a_removal_gets_a_new_id(lib):
+    ok("library", "remove", str(lib), "solver/0002", "--why", "wrong sign")  # the newest id
+    store = LibraryStore(lib)
+    store.commit([apply(store.head("solver"), [Add(op="add", text="Write the units next to every number.")])[0]])
+    assert [x.id for x in store.head("solver").lessons] == ["solver/0001", "solver/0003"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["remove", "{lib}", "solver/0099", "--why", "bad"], "library 'solver' has no lesson 'solver/0099'"),
+        (["remove", "{lib}", "solver/0001"], "remove needs --why"),
+        (["remove", "{lib}", "solver/0001", "--why", "  "], "remove needs --why"),
+        (["remove", "{lib}", "solvr/0001", "--why", "bad"], "unknown library 'solvr' (has planner, solver)"),
+        (["remove", "{lib}", "solver", "--why", "bad"], "'solver': not a lesson id"),
+        (["remove", "{lib}", "solver/0001", "--why", "bad", "--by", " "], "--by: empty"),
+        (["rollback", "{lib}", "solvr", "1", "--by", "ana", "--why", "bad"], "unknown library 'solvr'"),
+        (["rollback", "{lib}", "solver", "9", "--by", "ana"], "has no version 9"),
+    ],
+)
+def test_bad_requests_one_line_exit_2_nothing_written(lib, args, message):
+    text, before = lib.read_bytes(), snapshot(lib.parent)
+    done = mas("library", *(a.format(lib=lib) for a in args))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+    assert lib.read_bytes() == text and snapshot(lib.parent) == before
+
+
+def test_a_file_with_a_rollback_from_before_these_records_still_shows(lib):
+    """A rollback made before rollbacks recorded anything has no provenance: it still shows, and
+    diffs as "a rollback", next to a removal that names who and why."""
+    data = json.loads(lib.read_text())
+    old = {**stored(lib, "solver", 1), "number": 3}  # what `mas library rollback` wrote: no provenance
+    old.pop("provenance", None)
+    data["versions"][str(len(data["versions"]) + 1)] = {**old, "next_id": 3}
+    lib.write_text(json.dumps(data))
+    assert LibraryStore(lib).head("solver").provenance is None
+    ok("library", "remove", str(lib), "solver/0001", "--why", "wrong sign", "--by", "ana")
+    shown = ok("library", "show", str(lib), "--role", "solver", "--version", "3")
+    assert shown.startswith("solver v3: 1 lesson")
+    assert "a removal by ana (wrong sign)" in ok("library", "show", str(lib), "--role", "solver")
+    diff = ok("library", "diff", str(lib), "solver", "2").splitlines()
+    assert "    by a rollback (v3)" in diff and "    by a removal by ana (wrong sign) (v4)" in diff
+    ok("library", "show", str(lib), "--rejected")
+
+
+ESTIMATE = "When a result comes back, compare it with a rough estimate before passing it on."
+
+
+def test_a_removed_lesson_is_not_added_again_nor_tried_on_other_roles(lib):
+    """A person's removal stands: the model proposes the same words again from new groups (the
+    fake does), and the step refuses them, naming the removal; the lesson's transfer trials do
+    not go on as those of a lesson that left by itself would."""
+    from mas.config import PromotionPolicy
+    from mas.library import hierarchy
+
+    store = LibraryStore(lib)
+    assert [x.text for x in store.head("solver").lessons][1] == ESTIMATE
+    ok("library", "remove", str(lib), "solver/0002", "--why", "too long", "--by", "ana")
+    assert "solver/0002" not in {x.id for x in hierarchy.departed(store, hierarchy.snapshot(store, PromotionPolicy()))}
+    again = str(lib.parent / "again")
+    ok("train", "maths", "--model", "fake", "--tasks", "8", "--library", str(lib), "--run-dir", again)
+    assert ESTIMATE not in [x.text for x in store.head("solver").lessons]
+    refused = ok("library", "show", str(lib), "--rejected", "--role", "solver")
+    assert f"add: {ESTIMATE}\n  refused: removed by ana (too long) (run again" in refused
+
+
+def test_a_rollback_that_brings_a_removed_lesson_back_ends_its_removal(lib):
+    """A removal stands until a person brings the lesson back: after that, the lesson is its
+    library's again, and if training later deletes it, it leaves as any other lesson does."""
+    from mas.library import people
+
+    store = LibraryStore(lib)
+    before = store.head("solver").number
+    ok("library", "remove", str(lib), "solver/0002", "--why", "too long", "--by", "ana")
+    assert people.removed_ids(store) == {"solver/0002"}
+    assert any("too long" in reason for reason in people.decided_against(store).values())
+    ok("library", "rollback", str(lib), "solver", str(before), "--why", "it was right", "--by", "ana")
+    assert "solver/0002" in {x.id for x in store.head("solver").lessons}
+    assert people.removed_ids(store) == set()
+    assert not any("too long" in reason for reason in people.decided_against(store).values())
