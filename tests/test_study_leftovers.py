@@ -68,6 +68,25 @@ def test_a_transfer_stopped_before_its_baseline_has_none(monkeypatch, tmp_path):
     assert unmeasured(result.model_copy(update={"baseline": 0.0})) is None  # a measured baseline of 0 is one
 
 
+def test_a_transfer_stopped_by_its_budget_announces_no_run_it_does_not_start():
+    """The budget is spent by the baseline: "eval: <label>" was printed for the next run too."""
+    from mas.cost import Price
+
+    maths = load_scenario("maths")
+    lesson = Lesson(id="solver/0001", text="When quantities have units, convert them to one unit first.")
+    heads = {"solver": Version(library="solver", number=1, lessons=[lesson], next_id=2)}
+    started: list[str] = []
+    result = asyncio.run(
+        transfer(
+            maths, client=FakeClient(), heads=heads, config=EvalConfig(tasks=2, budget_usd=0.01),
+            price=Price(prompt=1000.0, completion=2000.0), on_run=started.append,
+        )
+    )  # fmt: skip
+    assert result.stopped and result.baseline is not None
+    assert all(c.lessons == 0 for c in result.cells)  # cells with nothing to add need no run
+    assert started == ["current libraries"]
+
+
 def test_the_command_says_the_baseline_was_not_measured(ours, monkeypatch, capsys, tmp_path):  # noqa: F811
     stopped_before_anything(monkeypatch)
     args = ["transfer", "maths", "--model", "fake", "--library", ours, "--tasks", "2"]

@@ -128,6 +128,8 @@ async def transfer(
     )  # fmt: skip
 
     async def run(key: str, label: str, injected: dict[str, Version]) -> EvalResult | None:
+        if study.over():  # the budget is spent: nothing more starts, nor is announced
+            return None
         on_run(label)
         return await study.evaluate(key, injected, config)
 
