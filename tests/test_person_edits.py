@@ -56,10 +56,10 @@ def test_a_rollback_records_who_and_why_and_show_and_diff_name_them(lib):
     assert "pending" not in doc["provenance"]
     assert stored(lib, "solver", 2)["schema_version"] == 1 and "by" not in stored(lib, "solver", 2)["provenance"]
     shown = ok("library", "show", str(lib), "--role", "solver")
-    assert "a rollback to version 1 by ana (solver/0002 misleads)" in shown
+    assert "ana's rollback to version 1 (solver/0002 misleads)" in shown
     diff = ok("library", "diff", str(lib), "solver", "2")
-    assert diff.splitlines()[1] == "    by a rollback to version 1 by ana (solver/0002 misleads) (v3)"
-    assert "a rollback to version 1 by ana" in ok("library", "export", str(lib), "--role", "solver")
+    assert diff.splitlines()[1] == "    by ana's rollback to version 1 (solver/0002 misleads) (v3)"
+    assert "ana's rollback to version 1" in ok("library", "export", str(lib), "--role", "solver")
     ok("library", "show", str(lib), "--rejected")  # a person's version refuses nothing, and breaks nothing
 
 
@@ -68,7 +68,7 @@ def test_a_rollback_is_by_the_user_name_by_default(lib, monkeypatch):
     ok("library", "rollback", str(lib), "solver", "0")
     p = LibraryStore(lib).head("solver").provenance
     assert (p.stage, p.by, p.why) == ("rollback", "zoe", "")
-    assert "a rollback to version 0 by zoe)" in ok("library", "show", str(lib), "--role", "solver")
+    assert "zoe's rollback to version 0)" in ok("library", "show", str(lib), "--role", "solver")
 
 
 def test_remove_takes_one_lesson_out_and_diff_and_show_name_it(lib):
@@ -82,8 +82,8 @@ def test_remove_takes_one_lesson_out_and_diff_and_show_name_it(lib):
     assert stored(lib, "solver", 3)["schema_version"] == PERSON_SCHEMA
     assert LibraryStore(lib).head("planner").number == 1  # the other libraries stay as they were
     diff = ok("library", "diff", str(lib), "solver", "2").splitlines()
-    assert diff == [f"- solver/0001: {before.lessons[0].text}", "    by a removal by ana (wrong sign) (v3)"]
-    assert "a removal by ana (wrong sign)" in ok("library", "show", str(lib), "--role", "solver")
+    assert diff == [f"- solver/0001: {before.lessons[0].text}", "    by ana's removal (wrong sign) (v3)"]
+    assert "ana's removal (wrong sign)" in ok("library", "show", str(lib), "--role", "solver")
     assert ok("library", "show", str(lib), "--rejected") == refused  # a removal refuses nothing
 
 
@@ -135,9 +135,9 @@ def test_a_file_with_a_rollback_from_before_these_records_still_shows(lib):
     ok("library", "remove", str(lib), "solver/0001", "--why", "wrong sign", "--by", "ana")
     shown = ok("library", "show", str(lib), "--role", "solver", "--version", "3")
     assert shown.startswith("solver v3: 1 lesson")
-    assert "a removal by ana (wrong sign)" in ok("library", "show", str(lib), "--role", "solver")
+    assert "ana's removal (wrong sign)" in ok("library", "show", str(lib), "--role", "solver")
     diff = ok("library", "diff", str(lib), "solver", "2").splitlines()
-    assert "    by a rollback (v3)" in diff and "    by a removal by ana (wrong sign) (v4)" in diff
+    assert "    by a rollback (v3)" in diff and "    by ana's removal (wrong sign) (v4)" in diff
     ok("library", "show", str(lib), "--rejected")
 
 
@@ -176,3 +176,9 @@ def test_a_rollback_that_brings_a_removed_lesson_back_ends_its_removal(lib):
     assert "solver/0002" in {x.id for x in store.head("solver").lessons}
     assert people.removed_ids(store) == set()
     assert not any("too long" in reason for reason in people.decided_against(store).values())
+    lines = ok("library", "export", str(lib), "--role", "solver").splitlines()
+    origin = lines[next(i for i, line in enumerate(lines) if line.startswith("- **solver/0002**")) + 1]
+    assert origin.startswith("  - from: run ") and "epoch" in origin  # where its words came from, not the rollback
+    assert "; back by ana's rollback to version" in origin and "(it was right)" in origin
+    diff = ok("library", "diff", str(lib), "solver", str(before + 1))
+    assert "    by ana's rollback to version" in diff

@@ -413,7 +413,7 @@ def print_lessons(heads, *, provenance: bool = False) -> None:
 def describe(p: Provenance) -> str:
     """Where a version came from, in one line: ``run r1, epoch 0, step 2, model fake, tasks a, b``;
     a version not made by a step's edits says what made it (``fresh``, ``promotion``, ...); one
-    a person made by hand, who and why (``run rollback-20260101-120000, a rollback to version 2 by ana``)."""
+    a person made by hand, who and why (``run rollback-20260101-120000, ana's rollback to version 2``)."""
     from mas.types.lessons import BY_HAND
 
     if p.stage in BY_HAND:  # no step made it: its run names when (``rollback-<time>``)

@@ -29,9 +29,11 @@ NO_EVIDENCE = "none yet (not shown at random to any role)"
 @dataclass
 class History:
     """One library's lessons through its versions: the version that added each lesson id, the
-    last one that changed its text, and the one that deleted it."""
+    last one that brought it back after it left (a rollback), the last one that changed its
+    text, and the one that deleted it (while it is gone)."""
 
     added: dict[str, Version] = field(default_factory=dict)
+    restored: dict[str, Version] = field(default_factory=dict)
     changed: dict[str, Version] = field(default_factory=dict)
     deleted: dict[str, Version] = field(default_factory=dict)
 
@@ -41,7 +43,10 @@ class History:
         for v in versions:
             now = {lesson.id: lesson.text for lesson in v.lessons}
             for i, text in now.items():
-                if i not in before:
+                if i not in before and i in history.added:  # back after it left
+                    history.restored[i] = v
+                    history.deleted.pop(i, None)
+                elif i not in before:
                     history.added[i] = v
                 elif before[i] != text:
                     history.changed[i] = v
@@ -124,8 +129,13 @@ def changed_by(versions: list[Version], old: Version, new: Version) -> dict[str,
     out = {}
     for i in before.keys() | after.keys():
         if before.get(i) != after.get(i):
-            found = history.deleted if i not in after else history.added if i not in before else history.changed
-            if (v := found.get(i)) is not None:
+            if i not in after:
+                v = history.deleted.get(i)
+            elif i not in before:
+                v = history.restored.get(i) or history.added.get(i)
+            else:
+                v = history.changed.get(i)
+            if v is not None:
                 out[i] = f"{_step(v)} (v{v.number})"
     return out
 
@@ -134,6 +144,8 @@ def _lesson(lesson: Lesson, history: History, effects, *, mark: str = "") -> lis
     origin = history.added.get(lesson.id)
     lines = [f"- {mark}**{lesson.id}** {_one_line(lesson.text)}"]
     where = f"{_step(origin)} (v{origin.number})" if origin else "unknown"
+    if back := history.restored.get(lesson.id):
+        where += f"; back by {_step(back)} (v{back.number})"
     changed = history.changed.get(lesson.id)
     where += f"; changed by {_step(changed)} (v{changed.number})" if changed else ""
     lines.append(f"  - from: {where}")
@@ -171,10 +183,10 @@ def _step(version: Version) -> str:
 
 
 def person_change(p: Provenance) -> str:
-    """What a person did by hand (a stage of ``BY_HAND``), who, and why: ``a rollback to version 2
-    by ana (the lessons of run r3 mislead)``, ``a removal by ana (wrong sign)``."""
-    what = f"a rollback to version {p.to_version}" if p.stage == "rollback" else "a removal"
-    return f"{what} by {p.by}" + (f" ({p.why})" if p.why else "")
+    """What a person did by hand (a stage of ``BY_HAND``), who, and why: ``ana's rollback to
+    version 2 (the lessons of run r3 mislead)``, ``ana's removal (wrong sign)``."""
+    what = f"rollback to version {p.to_version}" if p.stage == "rollback" else "removal"
+    return f"{p.by}'s {what}" + (f" ({p.why})" if p.why else "")
 
 
 def _version(version: Version) -> str:
