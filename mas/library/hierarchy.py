@@ -60,7 +60,8 @@ def snapshot(store: LibraryStore, policy: PromotionPolicy, judge: Judge | None =
     judge = judge or Judge(side.equivalence, client=None, overlap=policy.overlap)
     heads = store.heads()
     known = lineage(store)
-    twins = similar.classes((l for v in heads.values() for l in v.lessons), judge.known_same)
+    lessons = [l for v in heads.values() for l in v.lessons]
+    twins = similar.classes(lessons, judge.known_same, judge.near(lessons))
     tallies = side.evidence.contrasts(known, twins)
     return Snapshot(heads, judge, known, twins, tallies, evidence.effects(tallies, twins))
 

@@ -430,12 +430,12 @@ def held_edits(log: StepLog[PendingStep]) -> Iterator[tuple[int, StepKey, Pendin
                 yield number, key, step, edit
 
 
-def judgements(path: Path) -> Iterator[tuple[str, Equivalence]]:
-    """The judgements of an equivalence log (``mas.library.similar``), each with its key. The log
-    is a cache: a line that is not JSON (cut short by a crash, or run into by the next append;
-    not UTF-8) is left out, and that pair is judged again. A JSON line that is not a judgement
-    was written by no crash, and stops the reader with one line naming it: a "same" merges and
-    deletes lessons.
+def judgements(path: Path) -> Iterator[Judgement]:
+    """The judgements of an equivalence log (``mas.library.similar``), each with its key (and a
+    "same" with its texts: ``Judgement``). The log is a cache: a line that is not JSON (cut short
+    by a crash, or run into by the next append; not UTF-8) is left out, and that pair is judged
+    again. A JSON line that is not a judgement was written by no crash, and stops the reader with
+    one line naming it: a "same" merges and deletes lessons.
 
     The whole lines read are kept (``_judged``): a training step makes a judge four times or
     more, over a log that only grows, so each reading parses only the lines appended since the
@@ -471,7 +471,7 @@ def judgements(path: Path) -> Iterator[tuple[str, Equivalence]]:
             yield judged
 
 
-_judged: dict[Path, tuple[Mark, list[tuple[str, Equivalence]]]] = {}
+_judged: dict[Path, tuple[Mark, list[Judgement]]] = {}
 """Each equivalence log read in this process: where its last whole line ends, and the judgements
 up to there."""
 
@@ -487,7 +487,7 @@ def _same_file(f: BinaryIO, stat: os.stat_result, mark: Mark) -> bool:
     return f.read(len(mark.tail)) == mark.tail
 
 
-def _parsed(path: Path, number: int, line: bytes) -> tuple[str, Equivalence] | None:
+def _parsed(path: Path, number: int, line: bytes) -> Judgement | None:
     """A judgement line's key and verdict; None for a line that is not JSON (``judgements``)."""
     try:  # (a line that is not UTF-8 is a ValueError too)
         record = json.loads(line)
@@ -539,13 +539,28 @@ def sorted_lines(path: Path, check: Callable[[int, bytes], object]) -> tuple[lis
 _MEND = "mend or remove that line, or run `mas library recover` on its library file to set it aside"
 
 
-def _judgement(where: str, record: object) -> tuple[str, Equivalence]:
-    """A line's key and verdict, checked (strict: ``"no"`` is no ``same``)."""
+class Judgement(NamedTuple):
+    """A line of an equivalence log: its key and verdict, and for a "same" the two texts as
+    written (perhaps redacted, so not always the texts of the key; empty when not texts, and
+    for a "different": only a "same" is looked up by its texts, ``Judge.near``)."""
+
+    key: str
+    verdict: Equivalence
+    a: str = ""
+    b: str = ""
+
+
+def _judgement(where: str, record: object) -> Judgement:
+    """A line's key and verdict, checked (strict: ``"no"`` is no ``same``), with its texts."""
     key = record.get("key") if isinstance(record, dict) else None
     if not isinstance(key, str):
         raise UserError(f"{where}: not a judgement (key: not a text); {_MEND}")
     try:
-        return key, Equivalence.model_validate(record.get("verdict"), strict=True)
+        verdict = Equivalence.model_validate(record.get("verdict"), strict=True)
     except ValidationError as e:
         field, said = first_error(e, "verdict")
         raise UserError(f"{where}: not a judgement ({field}: {said}); {_MEND}") from None
+    if not verdict.same:
+        return Judgement(key, verdict)
+    a, b = record.get("a"), record.get("b")
+    return Judgement(key, verdict, a if isinstance(a, str) else "", b if isinstance(b, str) else "")

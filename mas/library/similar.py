@@ -85,13 +85,19 @@ class Judge:
         """Whether the model told each canary (a lesson and its negation) apart, in order."""
         self.looked: set[str] = set()
         """Pairs given their second look (``look_again``)."""
-        for key, verdict in judgements(path):
+        self.texts: dict[str, tuple[str, str]] = {}
+        """The key of a pair once judged the same -> its two texts, normalised (``near``); a key
+        whose texts as written do not give it (redacted, or mended by hand) is here only once
+        ``near`` has found them."""
+        for key, verdict, a, b in judgements(path):
             if key == CANARY:
                 self.canaries.append(not verdict.same)
             elif key.startswith(AGAIN):
                 self.looked.add(key.removeprefix(AGAIN))
             else:
                 self.known[key] = verdict
+                if verdict.same:
+                    self._texts(key, a, b)
 
     @property
     def trusted(self) -> bool:
@@ -141,6 +147,53 @@ class Judge:
         """Judged the same already (no model call): what planning a step can use."""
         found = self.verdict(a, b)
         return bool(found and found.same)
+
+    def near(self, lessons: Iterable[Lesson]) -> dict[str, set[str]]:
+        """Lesson id -> the ids of the other ``lessons`` that ``known_same`` might call the same
+        as it, found without looking at every pair (``classes``' ``near``). Only the same words,
+        or a kept "same" while the judge is ``trusted``, make ``known_same`` say "same"; a kept
+        "same" is found by the texts that give its key (``texts``), else by trying every pair of
+        the texts by key (``_found``). So none is missed."""
+        by_text: dict[str, list[Lesson]] = {}
+        for lesson in lessons:
+            by_text.setdefault(normal(lesson.text), []).append(lesson)
+        links: list[tuple[str, str]] = []
+        if self.trusted:
+            lost = []
+            for key, verdict in self.known.items():
+                if verdict.same:
+                    if (texts := self.texts.get(key)) is None:
+                        lost.append(key)
+                    elif texts[0] in by_text and texts[1] in by_text:
+                        links.append(texts)
+            if lost:
+                links += self._found(lost, list(by_text))
+        out: dict[str, set[str]] = {lesson.id: set() for group in by_text.values() for lesson in group}
+        for group in by_text.values():
+            if len(group) > 1:
+                for lesson in group:
+                    out[lesson.id].update(other.id for other in group if other is not lesson)
+        for x, y in links:
+            if x != y:
+                for a in by_text[x]:
+                    out[a.id].update(b.id for b in by_text[y])
+                for b in by_text[y]:
+                    out[b.id].update(a.id for a in by_text[x])
+        return out
+
+    def _found(self, keys: list[str], texts: list[str]) -> list[tuple[str, str]]:
+        """The pairs of ``texts`` (normalised, distinct) that give ``keys``, each kept in ``texts``
+        once found: the kept "same"s whose texts as written do not give their key (a text
+        redacted in the log, a line mended by hand). Every pair of texts is tried by key, a pass
+        that grows as the square of the texts but asks no verdict; such lines are rare (a lesson
+        holding a secret fails the screen)."""
+        wanted, found = set(keys), []
+        for i, x in enumerate(texts):
+            for y in texts[i + 1 :]:
+                if (key := _key(x, y)) in wanted:
+                    self.texts[key] = (x, y)
+                    found.append((x, y))
+        return found
 
     async def judge_all(self, pairs: Iterable[tuple[Lesson, Lesson]]) -> None:
         """Ask about every pair of ``pairs`` that neither a rule nor a kept judgement decides
@@ -233,8 +286,15 @@ class Judge:
     def _record(self, key: str, a: Lesson, b: Lesson, reply: Equivalence | None) -> Equivalence | None:
         if reply is not None:
             self.known[key] = reply
+            if reply.same:
+                self._texts(key, a.text, b.text)
             self._append(key, a.text, b.text, reply)
         return reply
+
+    def _texts(self, key: str, a: str, b: str) -> None:
+        """Keep the texts of a "same" by its key, when they give that key (``near``)."""
+        if key not in self.texts and _key(a, b) == key:
+            self.texts[key] = (normal(a), normal(b))
 
     async def _one(self, a: Lesson, b: Lesson, key: str, attempt: int) -> Equivalence | None:
         try:
@@ -280,24 +340,50 @@ def negation(text: str) -> str:
     return f"Never {text[0].lower()}{text[1:]}"
 
 
-def classes(lessons: Iterable[Lesson], same: Callable[[Lesson, Lesson], bool]) -> dict[str, str]:
+def classes(
+    lessons: Iterable[Lesson], same: Callable[[Lesson, Lesson], bool], near: dict[str, set[str]] | None = None
+) -> dict[str, str]:
     """Lesson id -> its class: the first lesson (in id order) of a group of lessons that are
     all judged the same as each other. A lesson joins the first class whose every member it is
     judged the same as, so one wrong verdict can pair two lessons but never chain two classes
     into one. Only lessons with a twin are in the map.
 
+    ``near`` (``Judge.near``): lesson id -> the ids of the lessons ``same`` might call the same
+    as it; ``same`` is asked only about those pairs, every other pair counts as different (the
+    result is the one without ``near`` when ``near`` misses no pair ``same`` calls the same).
+    Without it every lesson is compared with every class.
+
     >>> a, b, c = (Lesson(id=f"solver/000{i}", text=t) for i, t in enumerate("xxy", 1))
     >>> classes([a, b, c], lambda p, q: p.text == q.text)
     {'solver/0001': 'solver/0001', 'solver/0002': 'solver/0001'}
+    >>> classes([a, b, c], lambda p, q: p.text == q.text, {a.id: {b.id}, b.id: {a.id}})
+    {'solver/0001': 'solver/0001', 'solver/0002': 'solver/0001'}
     """
     found: list[list[Lesson]] = []
+    homes: dict[str, list[int]] = {}
+    """Lesson id -> the classes (by their place in ``found``) holding a lesson of that id."""
     for lesson in sorted(lessons, key=lambda l: l.id):
-        home = next((c for c in found if all(same(lesson, m) for m in c)), None)
-        if home is None:
-            found.append([lesson])
+        if near is None:
+            tried: Iterable[int] = range(len(found))
+            close = None
         else:
-            home.append(lesson)
+            close = near.get(lesson.id, set())
+            tried = sorted({i for other in close for i in homes.get(other, ())})
+        home = next((i for i in tried if _joins(lesson, found[i], same, close)), None)
+        if home is None:
+            home = len(found)
+            found.append([])
+        found[home].append(lesson)
+        if near is not None:
+            homes.setdefault(lesson.id, []).append(home)
     return {m.id: c[0].id for c in found if len(c) > 1 for m in c}
+
+
+def _joins(
+    lesson: Lesson, members: list[Lesson], same: Callable[[Lesson, Lesson], bool], close: set[str] | None
+) -> bool:
+    """Whether ``lesson`` is judged the same as every member of a class (``classes``)."""
+    return (close is None or all(m.id in close for m in members)) and all(same(lesson, m) for m in members)
 
 
 def _key(a: str, b: str) -> str:
