@@ -182,3 +182,19 @@ def test_a_rollback_that_brings_a_removed_lesson_back_ends_its_removal(lib):
     assert "; back by ana's rollback to version" in origin and "(it was right)" in origin
     diff = ok("library", "diff", str(lib), "solver", str(before + 1))
     assert "    by ana's rollback to version" in diff
+
+
+def test_a_run_end_does_not_adopt_removed_words_into_their_library(lib):
+    """A run's end adopts another role's lesson where its trial helps: not words a person
+    removed from that role's library (another role may keep its own copy of them)."""
+    from mas.library import people
+    from mas.types.evidence import PromotionMove
+
+    store = LibraryStore(lib)
+    ok("library", "remove", str(lib), "solver/0002", "--why", "too long", "--by", "ana")
+
+    def adopt(role: str, text: str) -> PromotionMove:
+        return PromotionMove(kind="adopt", text=text, lessons=["planner/0007"], evidence=[], roles=[role])
+
+    moves = [adopt("solver", ESTIMATE.upper()), adopt("verifier", ESTIMATE), adopt("solver", "Check the units.")]
+    assert people.adoptable(store, moves) == moves[1:]

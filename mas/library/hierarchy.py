@@ -210,7 +210,9 @@ def prune(
     else:
         turned = _turned(store, policy, now) if last else {}
         planned = promotion.prunings(now.heads, now.tallies, policy, last=last, turned=turned)
-        planned += promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now)) if last else []
+        if last:
+            adopted = promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now))
+            planned += people.adoptable(store, adopted)
         moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id
         side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):

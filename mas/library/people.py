@@ -1,8 +1,10 @@
 """What people decided about a library's lessons, which a training step keeps to: an edit a
 reviewer rejected (``mas library review``) is not made again, and a lesson a person removed
-(``mas library remove``) is not added again in the same words, nor tried on other roles.
+(``mas library remove``) is not added again in the same words (by a step's edits, nor adopted
+by a run's end), nor tried on other roles.
 
-Stage: apply (the edits a step may make), and exposure (the trials of lessons that left).
+Stage: apply (the edits a step may make), exposure (the trials of lessons that left), and a
+run's end (its adoptions).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 
 from mas.library import pending
 from mas.library.store import LibraryStore
+from mas.types.evidence import PromotionMove
 from mas.types.lessons import Add, Lesson, Provenance
 
 
@@ -23,6 +26,18 @@ def decided_against(store: LibraryStore) -> dict[tuple, str]:
         for text, why in removed.items():
             out[pending.same_edit(library, Add(op="add", text=text))] = why
     return out
+
+
+def adoptable(store: LibraryStore, moves: list[PromotionMove]) -> list[PromotionMove]:
+    """``moves`` without the adoptions people decided against: a lesson adopted into a role
+    whose library had the same words removed by a person, or rejected as an add in review (a
+    run's end adopts another role's lesson by its trial: ``promotion.adoptions``)."""
+    against = decided_against(store)
+    return [
+        m
+        for m in moves
+        if m.kind != "adopt" or not any(pending.same_edit(r, Add(op="add", text=m.text)) in against for r in m.roles)
+    ]
 
 
 def removals(store: LibraryStore) -> dict[str, dict[str, str]]:
