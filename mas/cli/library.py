@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` start
 
 library_app = typer.Typer(
     no_args_is_help=True,
-    help="Show, compare, export, import, review, roll back, remove lessons from and recover libraries.",
+    help="Show, compare, export, import, review and recover libraries; add or remove a lesson, or roll back a "
+    "library, by hand.",
 )
 graph_app = typer.Typer(no_args_is_help=True, help="The usage graph of a library file.")
 app = typer.Typer(rich_markup_mode=None)
@@ -211,6 +212,43 @@ def library_rollback(
     made = store.rollback(role, version, by=who, why=" ".join((why or "").split()))
     lessons = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)}"
     say(f"{role}: version {made.number} now equals version {version} ({lessons}), by {who}")
+
+
+@library_app.command("add")
+def library_add(
+    which: Which,
+    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The lesson, in one line.")],
+    why: str | None = typer.Option(None, help="Why (needed): kept in the library's history.", show_default=False),
+    by: By = None,
+) -> None:
+    """Write one lesson into ROLE's library by hand (an operating procedure, a rule of the house):
+    screened as a proposed lesson is, under the library's next id, recording who wrote it in and
+    why. Training gathers its evidence as for any lesson, and may change or prune it."""
+    from mas.library.screened import refusals
+    from mas.library.store import LibraryStore, is_name
+
+    if not (why and why.strip()):
+        raise UserError("add needs --why (the reason is kept in the library's history)")
+    if not is_name(role):
+        raise UserError(f"ROLE: {role!r} is not a library name (a role's name, or global)")
+    text = " ".join(text.split())
+    if reason := refusals([text]).get(text):
+        raise UserError(f"TEXT: refused by the screen ({reason}); nothing written")
+    path = library_path(which)
+    if path.is_dir():
+        raise UserError(f"{path}: a folder, not a library file")
+    store = LibraryStore(path)
+    names = store.libraries()
+    roles = _scenario_roles(which)
+    if role not in names and role != "global" and roles and role not in roles:
+        raise UserError(f"ROLE: {which} has no role {role!r} (its roles: {', '.join(roles)}, and global)")
+    who = person(by)
+    made = store.add(role, text, by=who, why=" ".join(why.split()))
+    lessons = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)}"
+    say(f"{role}: version {made.number} adds {made.lessons[-1].id} ({lessons}), by {who}")
+    if role not in names and not roles:
+        say(f"note: {store.path} had no library {role!r}; it starts with this lesson")
 
 
 @library_app.command("remove")

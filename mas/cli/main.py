@@ -63,7 +63,8 @@ COMMANDS = {
     ),
     "library": Listed(
         "mas.cli.library",
-        "Show, compare, export, import, review, roll back, remove lessons from and recover libraries.",
+        "Show, compare, export, import, review and recover libraries; add or remove a lesson, or roll back a "
+        "library, by hand.",
     ),
     "graph": Listed("mas.cli.library", "The usage graph of a library file."),
 }

@@ -183,9 +183,10 @@ def _step(version: Version) -> str:
 
 
 def person_change(p: Provenance) -> str:
-    """What a person did by hand (a stage of ``BY_HAND``), who, and why: ``ana's rollback to
-    version 2 (the lessons of run r3 mislead)``, ``ana's removal (wrong sign)``."""
-    what = f"rollback to version {p.to_version}" if p.stage == "rollback" else "removal"
+    """What a person did by hand (a stage of ``BY_HAND``), who, and why: ``ana's addition (our
+    style guide)``, ``ana's removal (wrong sign)``, ``ana's rollback to version 2 (the lessons of
+    run r3 mislead)``."""
+    what = {"add": "addition", "remove": "removal"}.get(p.stage) or f"rollback to version {p.to_version}"
     return f"{p.by}'s {what}" + (f" ({p.why})" if p.why else "")
 
 

@@ -30,12 +30,12 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 from mas.errors import UserError
-from mas.library.edits import MAX_ID
+from mas.library.edits import MAX_ID, apply
 from mas.library.logs import SideFiles
 from mas.paths import atomic_write, regular_file
 from mas.redact import redact_data, redact_texts
 from mas.types.base import INT64, first_error
-from mas.types.lessons import GLOBAL, PERSON_SCHEMA, Budget, Delete, Provenance, Version
+from mas.types.lessons import GLOBAL, PERSON_SCHEMA, Add, Budget, Delete, Provenance, Version
 
 if TYPE_CHECKING:  # imported on the first lock: reading a library file takes none
     import filelock
@@ -170,7 +170,7 @@ def broken(version: Version, before: Version | None) -> str | None:
     reused), texts are not empty."""
     v, name = version, version.library
     where = f"library {name!r} version {v.number}"
-    if not _LIBRARY.fullmatch(name) or ".." in name:
+    if not is_name(name):
         return f"library name {name!r} is not a name"
     expected = before.number + 1 if before else 1
     if v.number != expected:
@@ -202,8 +202,16 @@ def broken(version: Version, before: Version | None) -> str | None:
 
 _LIBRARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 """A library name: ``global`` or a role's name (an agent's name, so an identifier)."""
+
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """The JSON escape of a surrogate: paired it is a character, alone it is no text at all."""
+
+
+def is_name(name: str) -> bool:
+    """Whether ``name`` can name a library (``_LIBRARY``)."""
+    return bool(_LIBRARY.fullmatch(name)) and ".." not in name
+
+
 _LONG_NUMBER = re.compile(r"[0-9]{19}")
 """Nineteen digits in a row: an integer past 64 bits has them (``_too_large`` looks, then)."""
 
@@ -461,6 +469,22 @@ class LibraryStore:
             if by is not None:
                 stamp = by_hand("rollback", by, why, to_version=number)
                 new = new.model_copy(update={"provenance": stamp, "schema_version": PERSON_SCHEMA})
+            self._commit([new])
+        return new
+
+    def add(self, library: str, text: str, *, by: str, why: str) -> Version:
+        """Commit a new version of ``library`` with one more lesson, ``text``, under its next id,
+        recording who wrote it in and why (stage ``add``). A ``UserError`` when the library or
+        the shared one already has these words (``edits.apply``'s refusal). The caller screens
+        the text (``mas.library.screened.refusals``): the file holds what it is given."""
+        with self.exclusive(), self._locked():
+            loaded = self._load()
+            head = _head(loaded, library)
+            shared = [] if library == GLOBAL else _head(loaded, GLOBAL).lessons
+            new, refused = apply(head, [Add(op="add", text=text)], provenance=by_hand("add", by, why), shared=shared)
+            if refused:
+                raise UserError(f"{self.path}: library {library!r}: {refused[0].reason}")
+            new = new.model_copy(update={"schema_version": PERSON_SCHEMA})
             self._commit([new])
         return new
 

@@ -17,13 +17,18 @@ REVIEW_SCHEMA = 2
 """The schema of a library version a review decision made (``mas library review``): its
 provenance says who decided and why, fields a mas from before the review gate cannot read."""
 PERSON_SCHEMA = 3
-"""The schema of a library version a person made by hand (``mas library rollback``, ``mas library
-remove``): its provenance says who and why under a stage a mas from before these records does not
+"""The schema of a library version a person made by hand (``mas library add``, ``remove``,
+``rollback``): its provenance says who and why under a stage a mas from before these records does not
 know, so such a mas refuses the file ("upgrade mas") rather than calling it corrupt. The newest
 schema this mas reads."""
-BY_HAND = ("rollback", "remove")
+BY_HAND = ("add", "remove", "rollback")
 """The stages of the versions a person made by hand, outside training and review."""
-PERSON_FIELDS = {"review": ("pending", "by", "why"), "rollback": ("by", "why", "to_version"), "remove": ("by", "why")}
+PERSON_FIELDS = {
+    "review": ("pending", "by", "why"),
+    "add": ("by", "why"),
+    "remove": ("by", "why"),
+    "rollback": ("by", "why", "to_version"),
+}
 """The fields of ``Provenance`` that each stage a person makes writes to the file; other stages write none."""
 GLOBAL = "global"
 """The name of the shared library that every role's prompt carries."""
@@ -107,13 +112,15 @@ class Provenance(Frozen):
     task_ids: list[str] = []
     model: str = ""
     stage: Literal[
-        "edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review", "rollback", "remove"
-    ] = "edit"
+        "edit", "promotion", "prune", "budget", "direct", "fresh", "screen", "import", "review",
+        "add", "remove", "rollback",
+    ] = "edit"  # fmt: skip
     """What made the version: the step's edit batch, a promotion pass, a budget retirement,
     lessons written directly without the loop (the ablation), the emptying of a library by a
     run started with ``fresh``, the removal of lessons that fail the screen on load, an import
     of another team's lessons (``source``), a review decision on an edit held for review, or a
-    person by hand: a rollback to an earlier version, the removal of one lesson (``BY_HAND``)."""
+    person by hand: a lesson written in, the removal of one, a rollback to an earlier version
+    (``BY_HAND``)."""
     budget: Budget | None = None
     """The prompt composition the library was trained with; evaluation uses the same."""
     held_out: str = ""
@@ -123,7 +130,7 @@ class Provenance(Frozen):
     pending: Int64 | None = None
     """The held edit a review decided (``stage="review"``)."""
     by: str = ""
-    """Who decided it (a review), or made it (a rollback, a removal)."""
+    """Who decided it (a review), or made it (an addition, a removal, a rollback)."""
     why: str = ""
     """Why, in that person's words."""
     to_version: Int64 | None = None
