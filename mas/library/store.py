@@ -200,18 +200,15 @@ def broken(version: Version, before: Version | None) -> str | None:
     return None
 
 
-_LIBRARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-"""A library name: ``global`` or a role's name (an agent's name, so an identifier)."""
-
-_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-"""The JSON escape of a surrogate: paired it is a character, alone it is no text at all."""
-
-
 def is_name(name: str) -> bool:
     """Whether ``name`` can name a library (``_LIBRARY``)."""
     return bool(_LIBRARY.fullmatch(name)) and ".." not in name
 
 
+_LIBRARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+"""A library name: ``global`` or a role's name (an agent's name, so an identifier)."""
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""The JSON escape of a surrogate: paired it is a character, alone it is no text at all."""
 _LONG_NUMBER = re.compile(r"[0-9]{19}")
 """Nineteen digits in a row: an integer past 64 bits has them (``_too_large`` looks, then)."""
 
