@@ -21,7 +21,7 @@ from mas.errors import UserError
 if TYPE_CHECKING:  # the rest is imported where used: ``mas library show`` starts fast
     from mas.library.logs import SideFiles
     from mas.library.store import LibraryStore
-    from mas.types.lessons import Provenance
+    from mas.types.lessons import Provenance, Version
 
 library_app = typer.Typer(
     no_args_is_help=True,
@@ -75,10 +75,17 @@ def library_show(
             say(f"{held} lesson{'s' * (held != 1)} quarantined on load, in no prompt: see --quarantine")
 
 
+Role = Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")]
+By = Annotated[
+    str | None, typer.Option(help="Who does it: kept in the library's history.", show_default="your user name")
+]
+Needed = Annotated[str | None, typer.Option(help="Why (needed): kept in the library's history.", show_default=False)]
+
+
 @library_app.command("diff")
 def library_diff(
     which: Which,
-    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    role: Role,
     old: Annotated[int, typer.Argument(metavar="OLD", help="Old version number.")],
     new: Annotated[
         int | None, typer.Argument(metavar="NEW", help="New version number.", show_default="the latest")
@@ -190,15 +197,10 @@ def library_import(
             say(f"note: no role of {scenario} reads library {name!r} ({', '.join(roles)} do)")
 
 
-By = Annotated[
-    str | None, typer.Option(help="Who does it: kept in the library's history.", show_default="your user name")
-]
-
-
 @library_app.command("rollback")
 def library_rollback(
     which: Which,
-    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    role: Role,
     version: Annotated[int, typer.Argument(metavar="VERSION", help="The version to return to.")],
     by: By = None,
     why: str | None = typer.Option(None, help="Why: kept in the library's history."),
@@ -210,16 +212,15 @@ def library_rollback(
     store.version(role, version)  # fails cleanly on an unknown version
     who = person(by)
     made = store.rollback(role, version, by=who, why=" ".join((why or "").split()))
-    lessons = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)}"
-    say(f"{role}: version {made.number} now equals version {version} ({lessons}), by {who}")
+    say(f"{role}: version {made.number} now equals version {version} ({lessons(made)}), by {who}")
 
 
 @library_app.command("add")
 def library_add(
     which: Which,
-    role: Annotated[str, typer.Argument(metavar="ROLE", help="The library (role name or global).")],
+    role: Role,
     text: Annotated[str, typer.Argument(metavar="TEXT", help="The lesson, in one line.")],
-    why: str | None = typer.Option(None, help="Why (needed): kept in the library's history.", show_default=False),
+    why: Needed = None,
     by: By = None,
 ) -> None:
     """Write one lesson into ROLE's library by hand (an operating procedure, a rule of the house):
@@ -245,8 +246,7 @@ def library_add(
         raise UserError(f"ROLE: {which} has no role {role!r} (its roles: {', '.join(roles)}, and global)")
     who = person(by)
     made = store.add(role, text, by=who, why=" ".join(why.split()))
-    lessons = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)}"
-    say(f"{role}: version {made.number} adds {made.lessons[-1].id} ({lessons}), by {who}")
+    say(f"{role}: version {made.number} adds {made.lessons[-1].id} ({lessons(made)}), by {who}")
     if role not in names and not roles:
         say(f"note: {store.path} had no library {role!r}; it starts with this lesson")
 
@@ -255,7 +255,7 @@ def library_add(
 def library_remove(
     which: Which,
     lesson: Annotated[str, typer.Argument(metavar="LESSON_ID", help="The lesson, e.g. solver/0003.")],
-    why: str | None = typer.Option(None, help="Why (needed): kept in the library's history.", show_default=False),
+    why: Needed = None,
     by: By = None,
 ) -> None:
     """Take one lesson out of its library: a new version without it, recording who removed it
@@ -269,8 +269,12 @@ def library_remove(
     known(store, library)
     who = person(by)
     made = store.remove(lesson, by=who, why=" ".join(why.split()))
-    left = f"{len(made.lessons)} lesson{'s' * (len(made.lessons) != 1)} left"
-    say(f"{library}: version {made.number} leaves out {lesson} ({left}), by {who}")
+    say(f"{library}: version {made.number} leaves out {lesson} ({lessons(made)} left), by {who}")
+
+
+def lessons(version: Version) -> str:
+    """``1 lesson``, ``3 lessons``: how many ``version`` holds."""
+    return f"{len(version.lessons)} lesson{'s' * (len(version.lessons) != 1)}"
 
 
 def person(by: str | None) -> str:
@@ -440,7 +444,7 @@ def print_lessons(heads, *, provenance: bool = False) -> None:
     """Each library's name and version, then its lessons one to a line: printed as one block
     (a print of rich's costs about 0.1 ms, a library file can hold hundreds of lessons)."""
     for name, v in heads.items():
-        count = f"{len(v.lessons)} lesson{'s' * (len(v.lessons) != 1)}"
+        count = lessons(v)
         out.print(f"[bold]{escape(shown(name))}[/bold] v{v.number}: {count}")
         lines = [f"  [{lesson.id}] {lesson.text}" for lesson in v.lessons]
         lines += [f"  ({describe(v.provenance)})"] if provenance and v.provenance else []
