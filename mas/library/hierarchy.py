@@ -187,7 +187,12 @@ def _pairs(heads: dict[str, Version], known: dict[tuple[str, str], Effect], poli
 
 
 def prune(
-    store: LibraryStore, policy: PromotionPolicy, provenance: Provenance, *, last: bool = False
+    store: LibraryStore,
+    policy: PromotionPolicy,
+    provenance: Provenance,
+    *,
+    last: bool = False,
+    room: list[PromotionMove] = [],
 ) -> list[PromotionMove]:
     """After a step: delete the private lessons whose evidence no longer supports them, and
     log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
@@ -199,7 +204,8 @@ def prune(
     trial in another role leans towards helping there is added to that role's library
     (``PromotionPolicy.adopt_level``, ``promotion.adoptions``), and so is a lesson that left
     its library (``departed``) whose trial there shows that it helps (``adopt_departed``),
-    logged in the same file."""
+    logged in the same file. ``room``: the lessons the step's edits removed to make room in a
+    full library (``PromotionPolicy.make_room``), logged first (their edit version has removed them)."""
     side = store.side
     stamp = provenance.model_copy(update={"stage": "prune"})
     key = step_key(stamp)
@@ -213,7 +219,9 @@ def prune(
         if last:
             adopted = promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now))
             planned += people.adoptable(store, adopted)
-        moves = promotion.execute(planned, now.heads, provenance=stamp)[1]  # logged with each adopted lesson's new id
+        moves = (
+            room + promotion.execute(planned, now.heads, provenance=stamp)[1]
+        )  # logged with each adopted lesson's new id
         side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
         store.commit(promotion.execute(moves, now.heads, provenance=stamp)[0])

@@ -16,6 +16,7 @@ After every step (``cadence``), on all the evidence so far:
 - **demote**: a global lesson that can no longer help ``min_roles`` roles goes back to the
   private libraries of the roles it still helps, or leaves.
 - **prune**: a private lesson whose evidence no longer supports it for its own role leaves.
+  An add to a full library takes the place of one whose estimate is below zero (``room``).
 - **adopt**, after a run's last step: a private lesson whose transfer trial in another role
   leans towards helping there is added to that role's library (``adoptions``).
 
@@ -170,6 +171,35 @@ def _demotions(heads, tallies, policy, roles: list[str], turned: dict[tuple[str,
                 )  # fmt: skip
             )
     return moves
+
+
+def room(
+    version: Version, wanted: int, effects: dict[tuple[str, str], Effect], policy: PromotionPolicy, *, limit: int
+) -> list[PromotionMove]:
+    """The lessons a full private library gives up so that ``wanted`` new ones fit
+    (``PromotionPolicy.make_room``): those tried on ``min_tasks`` tasks or more in its role
+    whose estimate is below zero, the lowest first, at most ``wanted``, as prune moves that
+    say why. ``effects``: the evidence so far (the step's own groups counted)."""
+    if not policy.make_room or wanted <= 0:
+        return []
+    role = version.library
+    weak = [
+        (e, lesson)
+        for lesson in version.lessons
+        if (e := effects.get((role, lesson.id))) is not None and e.tasks >= policy.min_tasks and e.effect < 0
+    ]
+    weak.sort(key=lambda pair: (pair[0].effect, pair[1].id))
+    return [
+        PromotionMove(
+            kind="prune",
+            text=lesson.text,
+            lessons=[lesson.id],
+            evidence=[e],
+            reason=f"made room for a new lesson in the full library ({limit} lessons): its estimate over {e.tasks}"
+            f" tasks is below zero ({e.effect:+.3f})",
+        )
+        for e, lesson in weak[:wanted]
+    ]
 
 
 def prunings(

@@ -18,7 +18,7 @@ from mas.journal import Journal
 from mas.meter import Meter
 from mas.team.rollout import start_gate
 from mas.team.scenario import Scenario
-from mas.types.evidence import Effect
+from mas.types.evidence import Effect, PromotionMove
 from mas.types.lessons import GLOBAL, Lesson, Provenance, Rejected, Version
 
 
@@ -47,6 +47,9 @@ class Context:
     them (``mas.library.people``)."""
     refused: list[Rejected] = field(default_factory=list)
     """Operations of the step's advantages that could not be used, each with its reason."""
+    room: list[PromotionMove] = field(default_factory=list)
+    """Lessons the step's edits removed to make room in a full library, each with why
+    (``edit.made_room``): logged with the step's prunings."""
     learner: ChatCompletionClient | None = None
     """The client of the learning calls, when it is not ``client``."""
     on_rollout: Callable[[int], None] = lambda n: None

@@ -16,13 +16,13 @@ from mas.config import PromotionPolicy
 from mas.library.edits import apply, parse_edits, parse_items, rewords
 from mas.library.evidence import likely_helps
 from mas.library.pending import same_edit
-from mas.library.promotion import helps
+from mas.library.promotion import helps, room
 from mas.redact import secret_in
 from mas.screen import screen, step_material
 from mas.step.context import Context
 from mas.step.learn import journaled
 from mas.types.evidence import Effect
-from mas.types.lessons import GLOBAL, Delete, Edit, Modify, Rejected, Version
+from mas.types.lessons import GLOBAL, Add, Delete, Edit, Modify, Rejected, Version
 from mas.types.refusals import QuarantineItem
 from mas.types.replies import AddOperation, Advantage, DeleteOperation, ModifyOperation, Operation, edit_schema
 from mas.types.rollouts import Group
@@ -190,10 +190,29 @@ def apply_edits(ctx: Context, library: str, edits: list[Edit], rejected: list[Re
     shared = ctx.heads[GLOBAL].lessons if library != GLOBAL else []
     edits, reviewed = unrejected(ctx, library, edits)
     edits, overrules = overruled(ctx, library, edits)
+    edits = made_room(ctx, library, edits, shared) + edits
     version, refused = apply(
         ctx.heads[library], edits, provenance=ctx.provenance, limit=ctx.config.max_lessons, shared=shared
     )
     return version.model_copy(update={"rejected": rejected + reviewed + overrules + refused})
+
+
+def made_room(ctx: Context, library: str, edits: list[Edit], shared: list) -> list[Delete]:
+    """The deletes that let the adds of ``edits`` fit in a full private library
+    (``PromotionPolicy.make_room``, ``promotion.room``), each kept in ``ctx.room`` as the prune
+    move that says why; none in a run whose edits are held for review (a person decides)."""
+    limit, head = ctx.config.max_lessons, ctx.heads[library]
+    if library == GLOBAL or ctx.config.review:
+        return []
+    after, _ = apply(head, edits, limit=None, shared=shared)
+    over, adds = len(after.lessons) - limit, sum(isinstance(edit, Add) for edit in after.edits)
+    touched = {edit.id for edit in edits if isinstance(edit, (Delete, Modify))}
+    untouched = head.model_copy(update={"lessons": [l for l in head.lessons if l.id not in touched]})
+    moves = room(untouched, over, ctx.effects, ctx.config.promotion, limit=limit) if adds else []
+    if over - len(moves) >= adds:  # a library past its limit: no add would fit even so
+        return []
+    ctx.room += moves
+    return [Delete(op="delete", id=move.lessons[0]) for move in moves]
 
 
 async def edit_all(

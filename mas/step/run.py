@@ -104,7 +104,7 @@ async def run_step(
             store, config.promotion, client=learner, seed=config.seed, temperature=config.learning_temperature,
             meter=meter,
         )  # fmt: skip
-    pruned = hierarchy.prune(store, config.promotion, provenance, last=last)
+    pruned = hierarchy.prune(store, config.promotion, provenance, last=last, room=ctx.room)
     retired = hierarchy.enforce_budgets(store, config.budget, provenance, config.promotion)
     moves = []
     if promote:
