@@ -173,9 +173,10 @@ class PromotionPolicy(Settings):
     refused ("library is full"), as before. In the hard learning world (bench/README.md, seeds
     0-47, judge ``never``, paired) the share of the achievable gain rose from 0.783 to 0.858
     and from 0.697 to 0.747 on a second draw of the coins (+0.061 +- 0.024 over both), with
-    promotion precision 0.88 -> 0.94; in today's (seeds 24-95) from 0.970 to 0.974, recall
-    0.560 -> 0.588, precision 0.961 -> 0.955, no null seed promoting. There, 191 adds in 12
-    seeds had been turned away by full libraries, 19 of them lessons that help the role."""
+    promotion precision 0.88 -> 0.94, no null seed of either world promoting; in today's
+    (seeds 24-95) from 0.970 to 0.974, recall 0.560 -> 0.588, precision 0.961 -> 0.955. Before
+    it, full libraries turned away 191 adds in 12 hard seeds, 19 of them lessons that help the
+    role they were written for."""
     overlap: float = Field(0.3, gt=0, le=1)
     """Share of shared content words above which two lessons are checked for equivalence."""
     cadence: Literal["epoch", "step", "off"] = "step"
