@@ -11,6 +11,7 @@ so a resumed pass carries out the moves it logged instead of planning new ones.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from autogen_core.models import ChatCompletionClient
@@ -192,7 +193,7 @@ def prune(
     provenance: Provenance,
     *,
     last: bool = False,
-    room: list[PromotionMove] = [],
+    room: Sequence[PromotionMove] = (),
 ) -> list[PromotionMove]:
     """After a step: delete the private lessons whose evidence no longer supports them, and
     log each with its evidence in ``<library>.prunings.jsonl``. After the run's ``last`` step
@@ -219,9 +220,8 @@ def prune(
         if last:
             adopted = promotion.adoptions(now.heads, now.tallies, policy, now.same, departed(store, now))
             planned += people.adoptable(store, adopted)
-        moves = (
-            room + promotion.execute(planned, now.heads, provenance=stamp)[1]
-        )  # logged with each adopted lesson's new id
+        done = promotion.execute(planned, now.heads, provenance=stamp)[1]  # with each adopted lesson's new id
+        moves = [*room, *done]
         side.prunings.append(key, moves)
     if moves and not store.has_provenance(stamp.run, stamp.epoch, stamp.step, "prune"):
         store.commit(promotion.execute(moves, now.heads, provenance=stamp)[0])
