@@ -12,16 +12,18 @@ refused ("library is full"), and the new lesson waits until a prune leaves a pla
 import asyncio
 import json
 import re
+from types import SimpleNamespace
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library import promotion
 from mas.library.logs import SideFiles
 from mas.library.store import LibraryStore
 from mas.models.fake import FakeClient, Request, shown
+from mas.step.edit import made_room
 from mas.team.scenario import Scenario, load_role
 from mas.train import train
 from mas.types.evidence import Effect
-from mas.types.lessons import Lesson, Version
+from mas.types.lessons import Add, Lesson, Version
 from mas.types.tasks import Task
 
 HELPS = "Write every intermediate result down before using it."
@@ -124,3 +126,27 @@ def test_room_gives_up_the_lowest_estimates_below_zero_tried_long_enough():
     assert room(1) == ["solver/0004"]
     assert room(5) == ["solver/0004", "solver/0001"]
     assert room(0) == [] and room(2, policy.model_copy(update={"make_room": False})) == []
+
+
+def test_no_lesson_gives_way_where_the_add_would_not_fit_even_so_nor_in_review():
+    """A library already past its limit (a lowered ``max_lessons``) gives up its weak lessons only
+    if that lets an add in; with edits held for review, a person decides."""
+    lessons = [Lesson(id=f"solver/000{i}", text=f"lesson number {i}") for i in range(1, 5)]
+    heads = {
+        "solver": Version(library="solver", number=4, next_id=5, lessons=lessons),
+        "global": Version.empty("global"),
+    }
+    weak = {("solver", f"solver/000{i}"): effect(f"solver/000{i}", 8, -0.1 * i) for i in range(1, 5)}
+    add = [Add(op="add", text="Read the question twice before answering.")]
+
+    def made(effects: dict, review: bool = False) -> list[str]:
+        config = TrainConfig(max_lessons=2, review=review)
+        ctx = SimpleNamespace(config=config, heads=heads, effects=effects, room=[])
+        deletes = made_room(ctx, "solver", add, [])
+        assert [d.id for d in deletes] == [m.lessons[0] for m in ctx.room]
+        return [d.id for d in deletes]
+
+    assert made(weak) == ["solver/0004", "solver/0003", "solver/0002"]  # 4 + 1 - 2: three give way
+    two = {k: v for k, v in weak.items() if k[1] in ("solver/0001", "solver/0002")}
+    assert made(two) == []  # two would leave 3 lessons: the add still would not fit
+    assert made(weak, review=True) == []
