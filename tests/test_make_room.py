@@ -118,7 +118,7 @@ def test_room_gives_up_the_lowest_estimates_below_zero_tried_long_enough():
         ("solver", "solver/0004"): effect("solver/0004", 7, -0.12),
         ("planner", "solver/0005"): effect("solver/0005", 20, -0.3),  # a trial in another role
     }
-    policy = PromotionPolicy()
+    policy = PromotionPolicy(make_room=True)
 
     def room(wanted: int, policy: PromotionPolicy = policy) -> list[str]:
         return [m.lessons[0] for m in promotion.room(version, wanted, effects, policy, limit=5)]
@@ -140,7 +140,7 @@ def test_no_lesson_gives_way_where_the_add_would_not_fit_even_so_nor_in_review()
     add = [Add(op="add", text="Read the question twice before answering.")]
 
     def made(effects: dict, review: bool = False) -> list[str]:
-        config = TrainConfig(max_lessons=2, review=review)
+        config = TrainConfig(max_lessons=2, review=review, promotion=PromotionPolicy(make_room=True))
         ctx = SimpleNamespace(config=config, heads=heads, effects=effects, room=[])
         deletes = made_room(ctx, "solver", add, [])
         assert [d.id for d in deletes] == [m.lessons[0] for m in ctx.room]
