@@ -202,7 +202,7 @@ def made_room(ctx: Context, library: str, edits: list[Edit], shared: list) -> li
     (``PromotionPolicy.make_room``, ``promotion.room``), each kept in ``ctx.room`` as the prune
     move that says why; none in a run whose edits are held for review (a person decides)."""
     limit, head = ctx.config.max_lessons, ctx.heads[library]
-    if library == GLOBAL or ctx.config.review:
+    if library == GLOBAL or ctx.config.review or not ctx.config.promotion.make_room:
         return []
     after, _ = apply(head, edits, limit=None, shared=shared)
     over, adds = len(after.lessons) - limit, sum(isinstance(edit, Add) for edit in after.edits)
