@@ -10,13 +10,16 @@ at default settings, then three tables:
   ``hard_world.HARM``), by kind, with what removing them gives back and how many were too young
   to be judged;
 - the final private lessons tried on 20 tasks or more, by their estimate in their own role:
-  the share of them that help, do nothing and harm in the final libraries.
+  the share of them that help, do nothing and harm in the final libraries;
+- with ``--make-room`` (``PromotionPolicy.make_room`` on): the lessons a full library gave up
+  for an add, by what they are worth in their role at the run's end.
 
 No goal: it says where issue 30's goals (share >= 0.8, no harmful lesson left) are lost
 (bench/README.md, "What the hard world's share and harm are made of now").
 
     .venv/bin/python bench/hard_trace.py                            # judge never, 48 seeds: about 4 minutes on 2 cores
     .venv/bin/python bench/hard_trace.py --judge action --seeds 12
+    .venv/bin/python bench/hard_trace.py --make-room
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import learning_world as lw
-from hard_world import HARD, HARM, JUDGES
+from hard_world import HARD, HARM, JUDGES, LESSONS_BY_KEY
 
 from mas.config import PromotionPolicy, TrainConfig
 from mas.library import hierarchy
+from mas.library.logs import SideFiles
 from mas.types.lessons import GLOBAL
 
 KINDS = ("was in the role, left", "written only for other roles", "never written")
@@ -46,10 +50,11 @@ BINS = (0.03, 0.06, 0.09, 0.12)
 """Edges of the estimate bins of the last table (the first and the last are open)."""
 
 
-def trace(seed: int, judge: str) -> dict:
+def trace(seed: int, judge: str, make_room: bool = False) -> dict:
     """One seed: the share, each missing pair's kind, the share with each kind given back, the
-    harmful lessons left, and the final private lessons' estimates beside their worth."""
-    config = TrainConfig(epochs=3, seed=seed, group_size=5)
+    harmful lessons left, the final private lessons' estimates beside their worth, and what
+    each lesson given up to make room is worth in its role."""
+    config = TrainConfig(epochs=3, seed=seed, group_size=5, promotion=PromotionPolicy(make_room=make_room))
     with tempfile.TemporaryDirectory(prefix="trace-") as folder:
         world, store, held, _ = lw.train_hard(Path(folder), seed, replace(HARD, judge=judge), 40, config)
         heads = store.heads()
@@ -103,13 +108,30 @@ def trace(seed: int, judge: str) -> dict:
                     harmful.append((world.key(lesson.text).replace("~bare", ""), -worth, young))
                 if own is not None and own.tasks >= 20:
                     estimates.append((own.effect, worth))
+        rooms = [
+            _worth(world, move.lessons[0].partition("/")[0], world.key(move.text))
+            for _, moves in SideFiles(store.path).prunings.steps()
+            for move in moves
+            if move.reason.startswith("made room")
+        ]
         return {
             "share": share({}),
             "missing": [kind for *_, kind in missing],
             "given": given,
             "harmful": harmful,
             "estimates": estimates,
+            "rooms": rooms,
         }
+
+
+def _worth(world, role: str, key: str) -> str:
+    """Whether the planted lesson ``key`` helps, harms or does nothing in ``role`` on average
+    over the tasks at the run's end (the lesson it needs in the planner given)."""
+    if role in world.helpful_roles(key):
+        return "help"
+    needs = (LESSONS_BY_KEY[key.partition("~")[0]].needs or "",) if key != "?" else ()
+    total = sum(world.effect(key, role, units=units, planner=needs) for units in (False, True))
+    return "harm" if total < 0 else "nothing"
 
 
 def report(judge: str, runs: list[dict]) -> None:
@@ -144,6 +166,12 @@ def report(judge: str, runs: list[dict]) -> None:
             n = len(worth)
             help_, harm = sum(w > HARM for w in worth) / n, sum(w < -HARM for w in worth) / n
             print(f"  {label:22} {n:8d} {help_:6.2f} {1 - help_ - harm:8.2f} {harm:6.2f}")
+    rooms = Counter(worth for r in runs for worth in r["rooms"])
+    if rooms:
+        n = sum(rooms.values())
+        print(f"\n  given up to make room: {n} lessons; in their role at the end they")
+        for worth in ("help", "nothing", "harm"):
+            print(f"  {worth:22} {rooms[worth]:8d} {rooms[worth] / n:6.2f}")
 
 
 def main() -> int:
@@ -151,10 +179,15 @@ def main() -> int:
     parser.add_argument("--judge", choices=JUDGES, default="never")
     parser.add_argument("--seeds", type=int, default=48, help="seeds 0 to N-1")
     parser.add_argument("--workers", type=int, default=lw.CORES)
+    parser.add_argument(
+        "--make-room",
+        action="store_true",
+        help="a full library gives up a lesson below zero for an add (off by default)",
+    )
     args = parser.parse_args()
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(trace, range(args.seeds), [args.judge] * args.seeds))
-    report(args.judge, runs)
+        runs = list(pool.map(trace, range(args.seeds), [args.judge] * args.seeds, [args.make_room] * args.seeds))
+    report(args.judge + (", make room" if args.make_room else ""), runs)
     return 0
 
 
