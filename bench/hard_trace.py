@@ -1,7 +1,7 @@
 """Where the hard world's share and harm go: what ``learning_world.py --hard`` reports, traced.
 
 One run of mas per seed in the hard world (``bench/hard_world.py``, every feature on, one judge),
-at default settings, then three tables:
+at default settings, then three tables (four with ``--make-room``):
 
 - each (role, lesson) of the world's best library missing from the final libraries, by what
   happened to it (it was in that role's library and left; it was written only for other roles;
