@@ -20,6 +20,7 @@ No goal: it says where issue 30's goals (share >= 0.8, no harmful lesson left) a
     .venv/bin/python bench/hard_trace.py                            # judge never, 48 seeds: about 4 minutes on 2 cores
     .venv/bin/python bench/hard_trace.py --judge action --seeds 12
     .venv/bin/python bench/hard_trace.py --make-room
+    .venv/bin/python bench/hard_trace.py --draw 1     # the same worlds, mas's run seed drawn anew
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ BINS = (0.03, 0.06, 0.09, 0.12)
 """Edges of the estimate bins of the last table (the first and the last are open)."""
 
 
-def trace(seed: int, judge: str, make_room: bool = False) -> dict:
+def trace(seed: int, judge: str, make_room: bool = False, draw: int = 0) -> dict:
     """One seed: the share, each missing pair's kind, the share with each kind given back, the
     harmful lessons left, the final private lessons' estimates beside their worth, and what
-    each lesson given up to make room is worth in its role."""
-    config = TrainConfig(epochs=3, seed=seed, group_size=5, promotion=PromotionPolicy(make_room=make_room))
+    each lesson given up to make room is worth in its role. ``draw``: mas's run seed is
+    ``seed + 1000 * draw`` on the same world (``learning_world``'s draws)."""
+    promotion = PromotionPolicy(make_room=make_room)
+    config = TrainConfig(epochs=3, seed=seed + 1000 * draw, group_size=5, promotion=promotion)
     with tempfile.TemporaryDirectory(prefix="trace-") as folder:
         world, store, held, _ = lw.train_hard(Path(folder), seed, replace(HARD, judge=judge), 40, config)
         heads = store.heads()
@@ -184,10 +187,12 @@ def main() -> int:
         action="store_true",
         help="a full library gives up a lesson below zero for an add (off by default)",
     )
+    parser.add_argument("--draw", type=int, default=0, help="mas's run seed is seed + 1000 x DRAW (0: the seed)")
     args = parser.parse_args()
+    n = args.seeds
     with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(trace, range(args.seeds), [args.judge] * args.seeds, [args.make_room] * args.seeds))
-    report(args.judge + (", make room" if args.make_room else ""), runs)
+        runs = list(pool.map(trace, range(n), [args.judge] * n, [args.make_room] * n, [args.draw] * n))
+    report(args.judge + (", make room" if args.make_room else "") + (f", draw {args.draw}" if args.draw else ""), runs)
     return 0
 
 
