@@ -130,11 +130,9 @@ def trace(seed: int, judge: str, make_room: bool = False, draw: int = 0) -> dict
 def _worth(world, role: str, key: str) -> str:
     """Whether the planted lesson ``key`` helps, harms or does nothing in ``role`` on average
     over the tasks at the run's end (the lesson it needs in the planner given)."""
-    if role in world.helpful_roles(key):
-        return "help"
     needs = (LESSONS_BY_KEY[key.partition("~")[0]].needs or "",) if key != "?" else ()
     total = sum(world.effect(key, role, units=units, planner=needs) for units in (False, True))
-    return "harm" if total < 0 else "nothing"
+    return "help" if total > 0 else "harm" if total < 0 else "nothing"
 
 
 def report(judge: str, runs: list[dict]) -> None:

@@ -170,13 +170,12 @@ class PromotionPolicy(Settings):
     room, and a weak one adds anyway, while a library full of lessons written for the wrong
     role turns away the lessons that would help. The removal is logged with its evidence among
     the step's prunings; in a run whose edits are held for review, such an add is refused.
-    Off by default: its effect depends on the judge. In the hard learning world (bench/README.md,
-    seeds 0-47, paired) the share of the achievable gain rose from 0.783 to 0.858 with the judge
-    ``never`` (and from 0.697 to 0.747 on a second draw of the coins) and fell from 0.821 to
-    0.743 with ``action`` (-0.078 +- 0.030), no null seed promoting; in today's (seeds 24-95)
-    from 0.970 to 0.974, recall 0.560 -> 0.588, precision 0.961 -> 0.955. Without it, full
-    libraries turned away 191 adds in 12 hard seeds, 19 of them lessons that help the role
-    they were written for."""
+    Off by default: no gain holds across judges. In the hard learning world (bench/README.md,
+    seeds 0-47, three draws of the coins, paired) the share of the achievable gain changed by
+    +0.075, +0.050 and -0.005 with the judge ``never`` and by -0.078, -0.036 and +0.023 with
+    ``action``, no null seed promoting; in today's (seeds 24-95) 0.970 -> 0.974, recall
+    0.560 -> 0.588, precision 0.961 -> 0.955. Without it, full libraries turned away 191 adds
+    in 12 hard seeds, 19 of them lessons that help the role they were written for."""
     overlap: float = Field(0.3, gt=0, le=1)
     """Share of shared content words above which two lessons are checked for equivalence."""
     cadence: Literal["epoch", "step", "off"] = "step"
